@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/* host_check: the app the host's own tests drive (SPEC A1); every answer says where it ran. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <m0.h>
+
+struct state {
+        int loop;
+        int thread;
+        unsigned long long served; /* requests this handler answered: one counter per handler */
+};
+
+static int where(m0_req *req, m0_res *res, struct state *st)
+{
+        st->served++;
+        int r = m0_res_headerf(res, "x-worker", "%d", m0_req_loop(req));
+        if (r == 0)
+                r = m0_res_headerf(res, "x-thread", "%d", m0_req_thread(req));
+        return r;
+}
+
+static int health(m0_req *req, m0_res *res, void *state)
+{
+        int r = where(req, res, state);
+        return r < 0 ? r : m0_res_text(res, 200, "ok\n");
+}
+
+static int pid(m0_req *req, m0_res *res, void *state)
+{
+        int r = where(req, res, state);
+        return r < 0 ? r : m0_res_json(res, 200, "{\"pid\":%ld}\n", (long)getpid());
+}
+
+static int instance(m0_req *req, m0_res *res, void *state)
+{
+        struct state *st = state;
+        int r = where(req, res, st);
+        if (r < 0)
+                return r;
+        return m0_res_json(res, 200, "{\"loop\":%d,\"thread\":%d,\"requests\":%llu,\"pid\":%ld}\n",
+                           m0_req_loop(req), m0_req_thread(req), st->served, (long)getpid());
+}
+
+/* /slow?ms=N: hold this handler for N ms (0..60000), as a view that computes would. */
+static int slow(m0_req *req, m0_res *res, void *state)
+{
+        int r = where(req, res, state);
+        if (r < 0)
+                return r;
+        long ms = 100;
+        r = m0_req_query_int(req, "ms", 0, 60000, &ms);
+        if (r < 0 && r != -ENOENT)
+                return m0_res_text(res, 400, "ms must be a whole number from 0 to 60000\n");
+        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                ;
+        return m0_res_json(res, 200, "{\"slept_ms\":%ld}\n", ms);
+}
+
+static long env_long(const char *name, long def)
+{
+        const char *v = getenv(name);
+        return v && *v ? strtol(v, NULL, 10) : def;
+}
+
+/*
+ * Test knobs (L3): M0_HOSTCHECK_LOOP_MAKE_FAILS=<loop> makes that loop's make fail after
+ * M0_HOSTCHECK_MAKE_DELAY_MS; every other loop builds at once.
+ */
+static int make(const m0_handler_info *info, void **ret_state, char *err, size_t err_len)
+{
+        long fail_loop = env_long("M0_HOSTCHECK_LOOP_MAKE_FAILS", -1);
+        if (info->kind == M0_THREAD_LOOP && info->loop == fail_loop) {
+                long delay = env_long("M0_HOSTCHECK_MAKE_DELAY_MS", 0);
+                if (delay > 0)
+                        usleep((useconds_t)delay * 1000);
+                snprintf(err, err_len, "M0_HOSTCHECK_LOOP_MAKE_FAILS=%ld asked for it", fail_loop);
+                return -EIO;
+        }
+        struct state *st = calloc(1, sizeof(*st));
+        if (!st)
+                return -ENOMEM;
+        st->loop = info->loop;
+        st->thread = info->thread;
+        *ret_state = st;
+        return 0;
+}
+
+static const m0_route routes[] = {
+        {"GET", "/health", health, 0},
+        {"GET", "/pid", pid, 0},
+        {"GET", "/instance", instance, 0},
+        {"GET", "/slow", slow, M0_ROUTE_BLOCKING},
+        {NULL, NULL, NULL, 0},
+};
+
+static const m0_app app = {
+        .name = "host_check",
+        .make = make,
+        .free = free,
+        .routes = routes,
+};
+
+int main(int argc, char **argv)
+{
+        return m0_main(&app, argc, argv);
+}

@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: MIT */
+/* ramp: the reference app of the benchmarks (SPEC A2): a tiny route, a view that computes, a slow one. */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <m0.h>
+
+#define ROWS 4096
+#define DIM 256
+#define K_MAX 64
+
+/* Each handler builds its own corpus: nothing is shared between threads. */
+struct state {
+        float *corpus; /* ROWS × DIM, rows normalised */
+};
+
+static uint32_t lcg(uint32_t *s)
+{
+        *s = *s * 1664525u + 1013904223u;
+        return *s;
+}
+
+static int make(const m0_handler_info *info, void **ret_state, char *err, size_t err_len)
+{
+        (void)info;
+        struct state *st = calloc(1, sizeof(*st));
+        if (!st)
+                return -ENOMEM;
+        st->corpus = malloc(sizeof(float) * ROWS * DIM);
+        if (!st->corpus) {
+                free(st);
+                snprintf(err, err_len, "no memory for the %d×%d corpus", ROWS, DIM);
+                return -ENOMEM;
+        }
+        uint32_t seed =
+                42; /* the same corpus in every handler: answers do not depend on the loop */
+        for (int r = 0; r < ROWS; r++) {
+                float *row = st->corpus + (size_t)r * DIM;
+                float norm = 0;
+                for (int d = 0; d < DIM; d++) {
+                        row[d] = (float)(lcg(&seed) >> 8) / (float)(1u << 24) - 0.5f;
+                        norm += row[d] * row[d];
+                }
+                norm = sqrtf(norm);
+                for (int d = 0; d < DIM; d++)
+                        row[d] /= norm;
+        }
+        *ret_state = st;
+        return 0;
+}
+
+static void state_free(void *p)
+{
+        struct state *st = p;
+        if (!st)
+                return;
+        free(st->corpus);
+        free(st);
+}
+
+static int where(m0_req *req, m0_res *res)
+{
+        int r = m0_res_headerf(res, "x-worker", "%d", m0_req_loop(req));
+        return r < 0 ? r : m0_res_headerf(res, "x-thread", "%d", m0_req_thread(req));
+}
+
+static int index_page(m0_req *req, m0_res *res, void *state)
+{
+        (void)state;
+        int r = where(req, res);
+        return r < 0 ? r
+                     : m0_res_text(res, 200,
+                                   "ramp: /x/now, /x/search?sel=1..100&k=1..64, /x/slow?ms=N\n");
+}
+
+static int now(m0_req *req, m0_res *res, void *state)
+{
+        (void)state;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int r = where(req, res);
+        return r < 0 ? r
+                     : m0_res_json(res, 200, "{\"now\":%lld.%03ld}", (long long)ts.tv_sec,
+                                   ts.tv_nsec / 1000000L);
+}
+
+/*
+ * /x/search?sel=S&k=K: score the first S% of the corpus against query row S and answer the
+ * K best row ids, best first.
+ */
+static int search(m0_req *req, m0_res *res, void *state)
+{
+        struct state *st = state;
+        long sel = 25, k = 10;
+        int r1 = m0_req_query_int(req, "sel", 1, 100, &sel);
+        int r2 = m0_req_query_int(req, "k", 1, K_MAX, &k);
+        int r = where(req, res);
+        if (r < 0)
+                return r;
+        if ((r1 < 0 && r1 != -ENOENT) || (r2 < 0 && r2 != -ENOENT))
+                return m0_res_json(res, 400, "{\"error\":\"sel is 1..100 and k is 1..64\"}");
+        const float *q = st->corpus + (size_t)((sel * 37) % ROWS) * DIM;
+        int rows = (int)(ROWS * sel / 100);
+        int best[K_MAX];
+        float score[K_MAX];
+        int n = 0;
+        for (int i = 0; i < rows; i++) {
+                const float *row = st->corpus + (size_t)i * DIM;
+                float s = 0;
+                for (int d = 0; d < DIM; d++)
+                        s += q[d] * row[d];
+                if (n == k && s <= score[n - 1])
+                        continue;
+                int j = n < k ? n++ : n - 1;
+                while (j > 0 && score[j - 1] < s) {
+                        score[j] = score[j - 1];
+                        best[j] = best[j - 1];
+                        j--;
+                }
+                score[j] = s;
+                best[j] = i;
+        }
+        r = m0_res_json(res, 200, "{\"sel\":%ld,\"k\":%ld,\"ids\":[", sel, k);
+        for (int i = 0; r == 0 && i < n; i++)
+                r = m0_res_printf(res, "%s%d", i ? "," : "", best[i]);
+        return r < 0 ? r : m0_res_printf(res, "]}");
+}
+
+static int slow(m0_req *req, m0_res *res, void *state)
+{
+        (void)state;
+        long ms = 100;
+        int r = m0_req_query_int(req, "ms", 0, 60000, &ms);
+        int w = where(req, res);
+        if (w < 0)
+                return w;
+        if (r < 0 && r != -ENOENT)
+                return m0_res_json(res, 400, "{\"error\":\"ms is 0..60000\"}");
+        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                ;
+        return m0_res_json(res, 200, "{\"slept_ms\":%ld}", ms);
+}
+
+static const m0_route routes[] = {
+        {"GET", "/x/", index_page, 0},
+        {"GET", "/x/now", now, 0},
+        {"GET", "/x/search", search, M0_ROUTE_BLOCKING},
+        {"GET", "/x/slow", slow, M0_ROUTE_BLOCKING},
+        {NULL, NULL, NULL, 0},
+};
+
+static const m0_app app = {
+        .name = "ramp",
+        .make = make,
+        .free = state_free,
+        .routes = routes,
+};
+
+int main(int argc, char **argv)
+{
+        return m0_main(&app, argc, argv);
+}

@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: MIT */
+/* m0.h: the whole public interface of libm0, an HTTP/1.1 application host for systemd. */
+#ifndef M0_H
+#define M0_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define M0_EXPORT __attribute__((visibility("default")))
+#define M0_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define M0_EXPORT
+#define M0_PRINTF(a, b)
+#endif
+
+/*
+ * Threads, in every contract below:
+ *   - a *loop* thread runs one event loop and owns its connections;
+ *   - a *pool* thread runs the blocking routes of one loop (M0_BLOCKING_THREADS);
+ *   - the *producer* thread runs the app's step;
+ *   - the *coordinator* is the thread that called m0_main().
+ * A handler state made by `make` is used by the one thread it was made for and no other.
+ */
+
+/** An HTTP request being served. Owned by the host; valid until the handler returns. */
+typedef struct m0_req m0_req;
+/** The response to one request. Owned by the host; valid until the handler returns. */
+typedef struct m0_res m0_res;
+
+/** What kind of thread a handler state was made for. */
+typedef enum m0_thread_kind {
+        M0_THREAD_LOOP = 0,     /**< an event loop */
+        M0_THREAD_POOL = 1,     /**< a pool thread of one loop */
+        M0_THREAD_PRODUCER = 2, /**< the producer thread */
+} m0_thread_kind;
+
+/** Where a handler state lives; passed to `make`. Read-only, valid during the call. */
+typedef struct m0_handler_info {
+        m0_thread_kind kind; /**< the thread the state is made for */
+        int loop;            /**< loop index (0..threads-1); -1 for the producer */
+        int thread;          /**< pool thread index within the loop, -1 unless kind is POOL */
+        int loops;           /**< how many loops this process runs */
+} m0_handler_info;
+
+/** A route's handler: fill `res` for `req`. Returns 0, or -errno for a 500. */
+typedef int (*m0_handler_fn)(m0_req *req, m0_res *res, void *state);
+
+/** Route flags. */
+enum {
+        M0_ROUTE_PREFIX = 1u << 0,   /**< `path` matches itself and everything below it */
+        M0_ROUTE_BLOCKING = 1u << 1, /**< runs on the loop's pool when there is one */
+};
+
+/** One entry of an app's route table; the table ends with an entry whose `path` is NULL. */
+typedef struct m0_route {
+        const char *method; /**< "GET", "POST", …; NULL matches every method (HEAD matches GET) */
+        const char *path;   /**< exact path, or a prefix with M0_ROUTE_PREFIX */
+        m0_handler_fn handler;
+        unsigned flags; /**< M0_ROUTE_* */
+} m0_route;
+
+/**
+ * The app descriptor, handed to m0_main(). Every callback is optional except that an app
+ * needs `routes` or `dispatch` to answer anything.
+ */
+typedef struct m0_app {
+        /** Short name, used in logs (`M0_APP=`) and `--version`. Required. */
+        const char *name;
+        /** How many handler states the app can be served by; 0 = no limit (SPEC R3). */
+        unsigned max_threads;
+        /**
+         * Build one handler state. Called once on every loop thread, every pool thread and
+         * (when `step` is set) for the producer, each on the thread that will use it.
+         * Returns 0 and sets *ret_state, or -errno; any failure refuses the start (exit 78).
+         * `ret_err`/`err_len` take a one-line reason for the log.
+         */
+        int (*make)(const m0_handler_info *info, void **ret_state, char *ret_err, size_t err_len);
+        /** Free a state `make` built; called on the thread that owns it. Accepts NULL. */
+        void (*free)(void *state);
+        /** Routes, tried in order; NULL-path terminated. May be NULL. */
+        const m0_route *routes;
+        /** Called when no route matched (NULL: 404). Runs on the loop. */
+        m0_handler_fn dispatch;
+        /**
+         * Producer step, run on the producer thread with the producer's state. Returns the
+         * milliseconds until it wants to run again (> 0), 0 to stop cleanly, or -errno (the
+         * producer stops and logs; serving goes on).
+         */
+        int64_t (*step)(void *state);
+        /** Runs on each loop every M0_APP_TICK_MS with that loop's state. */
+        void (*tick)(void *state);
+} m0_app;
+
+/**
+ * Run the whole host: parse flags and M0_* variables, refuse what will not be served, take the
+ * sockets, build every handler, tell systemd READY=1, serve until SIGTERM/SIGINT, drain.
+ * Call once, from main(). Returns the process exit status: 0, 1 (a loop died or the drain ran
+ * past its bound), 2 (usage), 78 (refused).
+ */
+M0_EXPORT int m0_main(const m0_app *app, int argc, char **argv);
+
+/* --- Requests (any thread that is running the handler) --- */
+
+/** The method, upper case ("GET"). Never NULL. */
+M0_EXPORT const char *m0_req_method(const m0_req *req);
+/** The path without the query, not decoded ("/x/search"). Never NULL. */
+M0_EXPORT const char *m0_req_path(const m0_req *req);
+/** The raw query string without '?', "" when absent. Never NULL. */
+M0_EXPORT const char *m0_req_query_string(const m0_req *req);
+/**
+ * The first value of the query parameter `name`, percent- and '+'-decoded, NUL-terminated.
+ * NULL when absent. The string lives until the handler returns.
+ */
+M0_EXPORT const char *m0_req_query(m0_req *req, const char *name);
+/**
+ * Parse query parameter `name` as an integer in [min, max]. Returns 0 and sets *ret, -ENOENT
+ * when absent, -EINVAL when not a number, -ERANGE outside [min, max].
+ */
+M0_EXPORT int m0_req_query_int(m0_req *req, const char *name, long min, long max, long *ret);
+/** The first value of header `name` (case-insensitive), NUL-terminated; NULL when absent. */
+M0_EXPORT const char *m0_req_header(const m0_req *req, const char *name);
+/** How many header fields the request carried. */
+M0_EXPORT size_t m0_req_header_count(const m0_req *req);
+/** Header field `i` (0-based, in order); -ERANGE past the end. Pointers live until return. */
+M0_EXPORT int m0_req_header_at(const m0_req *req, size_t i, const char **ret_name,
+                               const char **ret_value);
+/** The request body (chunked bodies arrive decoded); *ret_len is set. Never NULL. */
+M0_EXPORT const void *m0_req_body(const m0_req *req, size_t *ret_len);
+/** The index of the loop that owns this request's connection. */
+M0_EXPORT int m0_req_loop(const m0_req *req);
+/** The pool thread running this handler within its loop, or -1 on the loop itself. */
+M0_EXPORT int m0_req_thread(const m0_req *req);
+
+/* --- Responses (the thread running the handler, before it returns) --- */
+
+/** Set the status code (100..999 excluded: 200..599 accepted). Default 200. -EINVAL otherwise. */
+M0_EXPORT int m0_res_status(m0_res *res, int status);
+/**
+ * Add a header. Names and values are copied; CR, LF and NUL are refused with -EINVAL, as are
+ * the host's own framing headers (Content-Length, Transfer-Encoding, Date, Server, Connection).
+ * -ENOBUFS past 64 headers or 16 KiB of them.
+ */
+M0_EXPORT int m0_res_header(m0_res *res, const char *name, const char *value);
+/** Add a header whose value is formatted. Same rules as m0_res_header(). */
+M0_EXPORT int m0_res_headerf(m0_res *res, const char *name, const char *fmt, ...) M0_PRINTF(3, 4);
+/** Append `len` bytes to the body. -ENOMEM when it cannot grow. */
+M0_EXPORT int m0_res_write(m0_res *res, const void *data, size_t len);
+/** Append formatted text to the body. */
+M0_EXPORT int m0_res_printf(m0_res *res, const char *fmt, ...) M0_PRINTF(2, 3);
+/** Append `s` as a JSON string literal, quotes included, escaped as RFC 8259 requires. */
+M0_EXPORT int m0_res_json_string(m0_res *res, const char *s);
+/** Shorthand: status, `content-type: application/json`, and a formatted body. */
+M0_EXPORT int m0_res_json(m0_res *res, int status, const char *fmt, ...) M0_PRINTF(3, 4);
+/** Shorthand: status, `content-type: text/plain; charset=utf-8`, and the text. */
+M0_EXPORT int m0_res_text(m0_res *res, int status, const char *text);
+
+/** The library's version string ("0.1.0"). */
+M0_EXPORT const char *m0_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* M0_H */

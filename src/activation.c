@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: MIT */
+/* activation.c: the listening sockets, passed by systemd or bound on the embedded default (Y1). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <systemd/sd-daemon.h>
+
+#include "internal.h"
+
+static void describe(int fd, int family, char *out, size_t len)
+{
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
+                snprintf(out, len, "fd %d", fd);
+                return;
+        }
+        char a[INET6_ADDRSTRLEN];
+        switch (family) {
+        case AF_INET: {
+                struct sockaddr_in *s = (struct sockaddr_in *)&ss;
+                inet_ntop(AF_INET, &s->sin_addr, a, sizeof(a));
+                snprintf(out, len, "%s:%u", a, ntohs(s->sin_port));
+                break;
+        }
+        case AF_INET6: {
+                struct sockaddr_in6 *s = (struct sockaddr_in6 *)&ss;
+                inet_ntop(AF_INET6, &s->sin6_addr, a, sizeof(a));
+                snprintf(out, len, "[%s]:%u", a, ntohs(s->sin6_port));
+                break;
+        }
+        case AF_UNIX: {
+                struct sockaddr_un *s = (struct sockaddr_un *)&ss;
+                if (sl > offsetof(struct sockaddr_un, sun_path) && s->sun_path[0])
+                        snprintf(out, len, "%.*s", (int)(sizeof(s->sun_path)), s->sun_path);
+                else
+                        snprintf(out, len, "unix:@abstract");
+                break;
+        }
+        default: snprintf(out, len, "fd %d (family %d)", fd, family);
+        }
+}
+
+static int add(struct m0_sockets *s, int fd, const char *name, int family)
+{
+        struct m0_listener *v = realloc(s->v, (s->n + 1) * sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+        s->v = v;
+        struct m0_listener *l = &v[s->n++];
+        memset(l, 0, sizeof(*l));
+        l->fd = fd;
+        l->family = family;
+        snprintf(l->name, sizeof(l->name), "%s", name ? name : "");
+        describe(fd, family, l->where, sizeof(l->where));
+        return 0;
+}
+
+int m0__sockets_take(struct m0_sockets *s, char *err, size_t err_len)
+{
+        char **names = NULL;
+        int n = sd_listen_fds_with_names(1, &names);
+        int r = 0;
+        if (n < 0) {
+                snprintf(err, err_len, "LISTEN_FDS could not be read: %s", strerror(-n));
+                return n;
+        }
+        for (int i = 0; i < n; i++) {
+                int fd = SD_LISTEN_FDS_START + i;
+                const char *name = names ? names[i] : "";
+                int family = 0;
+                socklen_t fl = sizeof(family);
+                int r2 = sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1);
+                if (r2 <= 0 || getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &family, &fl) < 0 ||
+                    (family != AF_INET && family != AF_INET6 && family != AF_UNIX)) {
+                        snprintf(err, err_len,
+                                 "passed fd %d ('%s') is not a listening stream socket", fd, name);
+                        r = -ENOTSOCK;
+                        /* keep going so that every passed fd is owned and closed */
+                }
+                /* Each loop watches the listener from its own epoll set: make it non-blocking. */
+                int fl2 = fcntl(fd, F_GETFL);
+                if (fl2 >= 0)
+                        (void)fcntl(fd, F_SETFL, fl2 | O_NONBLOCK);
+                int ar = add(s, fd, name, family);
+                if (ar < 0 && r == 0)
+                        r = ar;
+        }
+        if (names) {
+                for (int i = 0; i < n; i++)
+                        free(names[i]);
+                free(names);
+        }
+        s->passed = n > 0;
+        return r;
+}
+
+int m0__sockets_bind(struct m0_sockets *s, const char *host, uint32_t port, char *err,
+                     size_t err_len)
+{
+        struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                                 .ai_socktype = SOCK_STREAM,
+                                 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+        struct addrinfo *res = NULL;
+        char ps[8];
+        snprintf(ps, sizeof(ps), "%u", port);
+        int g = getaddrinfo(host, ps, &hints, &res);
+        if (g != 0) {
+                snprintf(err, err_len, "cannot resolve --host (M0_HOST) '%s': %s", host,
+                         gai_strerror(g));
+                return -EINVAL;
+        }
+        int r = -EADDRNOTAVAIL;
+        for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+                int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+                if (fd < 0) {
+                        r = -errno;
+                        continue;
+                }
+                int one = 1;
+                (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+                if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 4096) < 0) {
+                        r = -errno;
+                        close(fd);
+                        continue;
+                }
+                r = add(s, fd, "default", ai->ai_family);
+                if (r < 0)
+                        close(fd);
+                break;
+        }
+        freeaddrinfo(res);
+        if (r < 0)
+                snprintf(err, err_len,
+                         "cannot listen on %s:%u: %s (set --host/--port or "
+                         "M0_HOST/M0_PORT)",
+                         host, port, strerror(-r));
+        return r;
+}
+
+void m0__sockets_close(struct m0_sockets *s)
+{
+        for (size_t i = 0; i < s->n; i++)
+                if (s->v[i].fd >= 0)
+                        close(s->v[i].fd);
+        free(s->v);
+        s->v = NULL;
+        s->n = 0;
+}

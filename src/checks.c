@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: MIT */
+/* checks.c: the one list of host checks that both serving and the doctor read (R1, R2). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "internal.h"
+
+/* File descriptors the host needs beside its connections: listeners, epoll, mailboxes, logs. */
+static uint64_t fds_needed(const struct m0_host *h)
+{
+        const struct m0_config *cfg = &h->cfg;
+        return (uint64_t)cfg->max_connections + 64 +
+               (uint64_t)cfg->threads * (4 + h->sockets.n) * (1 + cfg->blocking_threads);
+}
+
+static void fail(struct m0_check *c, const char *fix, const char *fmt, ...) M0_PRINTF(3, 4);
+static void fail(struct m0_check *c, const char *fix, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->detail, sizeof(c->detail), fmt, ap);
+        va_end(ap);
+        snprintf(c->fix, sizeof(c->fix), "%s", fix);
+        c->ok = false;
+}
+
+static void pass(struct m0_check *c, const char *fmt, ...) M0_PRINTF(2, 3);
+static void pass(struct m0_check *c, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->detail, sizeof(c->detail), fmt, ap);
+        va_end(ap);
+        c->fix[0] = '\0';
+        c->ok = true;
+}
+
+static void check_threads_count(struct m0_host *h, struct m0_check *c)
+{
+        if (h->cfg.threads < 1)
+                fail(c, "set --threads (M0_THREADS) to 1 or more, or auto",
+                     "M0_THREADS=%u serves no loop", h->cfg.threads);
+        else
+                pass(c, "%u loop%s", h->cfg.threads, h->cfg.threads == 1 ? "" : "s");
+}
+
+static void check_workers(struct m0_host *h, struct m0_check *c)
+{
+        if (h->cfg.workers > 1)
+                fail(c,
+                     "systemd supervises this service as one process; set --threads (M0_THREADS)",
+                     "M0_WORKERS=%u asks for forked workers", h->cfg.workers);
+        else
+                pass(c, "one process");
+}
+
+static void check_threads_vs_app(struct m0_host *h, struct m0_check *c)
+{
+        unsigned max = h->app->max_threads;
+        if (max && h->cfg.threads > max)
+                fail(c, "set --threads (M0_THREADS) to the app's max_threads or fewer",
+                     "%s serves at most %u handler%s and M0_THREADS=%u asks for %u loops",
+                     h->app->name, max, max == 1 ? "" : "s", h->cfg.threads, h->cfg.threads);
+        else
+                pass(c, "%u loop%s within the app's limit (%s)", h->cfg.threads,
+                     h->cfg.threads == 1 ? "" : "s", max ? "max_threads set" : "no limit");
+}
+
+static void check_blocking_vs_app(struct m0_host *h, struct m0_check *c)
+{
+        unsigned max = h->app->max_threads;
+        uint64_t handlers = (uint64_t)h->cfg.threads * (1 + h->cfg.blocking_threads);
+        if (max && h->cfg.blocking_threads > 0 && handlers > max)
+                fail(c, "set --blocking-threads (M0_BLOCKING_THREADS) to 0",
+                     "%s serves at most %u handler%s and M0_BLOCKING_THREADS=%u needs %llu",
+                     h->app->name, max, max == 1 ? "" : "s", h->cfg.blocking_threads,
+                     (unsigned long long)handlers);
+        else
+                pass(c, "%llu handler%s", (unsigned long long)handlers, handlers == 1 ? "" : "s");
+}
+
+static void check_listen_sockets(struct m0_host *h, struct m0_check *c)
+{
+        if (h->sockets_err[0])
+                fail(c, "pass listening stream sockets (ListenStream= in the .socket unit)", "%s",
+                     h->sockets_err);
+        else if (h->sockets.passed)
+                pass(c, "%zu socket%s passed by systemd", h->sockets.n,
+                     h->sockets.n == 1 ? "" : "s");
+        else
+                pass(c, "none passed; will bind %s:%u", h->cfg.host, h->cfg.port);
+}
+
+static void check_limits(struct m0_host *h, struct m0_check *c)
+{
+        struct rlimit rl;
+        uint64_t need = fds_needed(h);
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+                pass(c, "RLIMIT_NOFILE unknown");
+                return;
+        }
+        if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+                if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need) {
+                        pass(c, "RLIMIT_NOFILE %llu is raised to %llu at start (hard %llu)",
+                             (unsigned long long)rl.rlim_cur, (unsigned long long)need,
+                             (unsigned long long)rl.rlim_max);
+                        return;
+                }
+                fail(c, "raise LimitNOFILE= or lower --max-connections (M0_MAX_CONNECTIONS)",
+                     "RLIMIT_NOFILE is %llu (hard %llu) and --max-connections (M0_MAX_CONNECTIONS)"
+                     "=%u needs %llu",
+                     (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max,
+                     h->cfg.max_connections, (unsigned long long)need);
+                return;
+        }
+        pass(c, "RLIMIT_NOFILE %llu covers %llu", (unsigned long long)rl.rlim_cur,
+             (unsigned long long)need);
+}
+
+int m0__limits_raise(struct m0_host *h)
+{
+        struct rlimit rl;
+        uint64_t need = fds_needed(h);
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return 0;
+        if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need)
+                return 0;
+        rl.rlim_cur = need;
+        return setrlimit(RLIMIT_NOFILE, &rl) < 0 ? -1 : 0;
+}
+
+static const struct {
+        const char *name;
+        void (*run)(struct m0_host *h, struct m0_check *c);
+} checks[] = {
+        {"threads-count", check_threads_count},
+        {"workers", check_workers},
+        {"threads-vs-application", check_threads_vs_app},
+        {"blocking-vs-application", check_blocking_vs_app},
+        {"listen-sockets", check_listen_sockets},
+        {"limits", check_limits},
+};
+
+int m0__checks_run(struct m0_host *h, struct m0_check *out, size_t n_out, size_t *ret_n)
+{
+        int first = -1;
+        size_t n = 0;
+        for (size_t i = 0; i < M0__ARRAY_SIZE(checks) && n < n_out; i++, n++) {
+                memset(&out[n], 0, sizeof(out[n]));
+                out[n].name = checks[i].name;
+                checks[i].run(h, &out[n]);
+                if (!out[n].ok && first < 0)
+                        first = (int)n;
+        }
+        *ret_n = n;
+        return first;
+}

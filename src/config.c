@@ -1,0 +1,328 @@
+/* SPDX-License-Identifier: MIT */
+/* config.c: every knob as a flag and an M0_* variable, flag over variable over default (C1–C4). */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+enum knob_type {
+        K_U32, /* decimal, within [min, max] */
+        K_U64,
+        K_BOOL,    /* 1/0, on/off, yes/no, true/false */
+        K_STR,     /* a host name or address */
+        K_THREADS, /* a count or "auto" */
+};
+
+struct m0_knob {
+        const char *flag; /* without the leading dashes */
+        const char *env;
+        const char *def;
+        enum knob_type type;
+        size_t off;
+        uint64_t min, max;
+        const char *help;
+};
+
+#define OFF(f) offsetof(struct m0_config, f)
+
+/* The one table: --help, the doctor and parsing all read it. Order is the order of --help. */
+static const struct m0_knob knobs[] = {
+        {"host", "M0_HOST", "127.0.0.1", K_STR, OFF(host), 0, 0,
+         "address to bind when systemd passed no socket"},
+        {"port", "M0_PORT", "8080", K_U32, OFF(port), 0, 65535,
+         "port to bind when systemd passed no socket"},
+        {"threads", "M0_THREADS", "1", K_THREADS, OFF(threads), 0, 1024,
+         "event loops, one thread each; auto = the CPUs this process may use"},
+        {"blocking-threads", "M0_BLOCKING_THREADS", "0", K_U32, OFF(blocking_threads), 0, 256,
+         "pool threads per loop for blocking routes; 0 = no pool"},
+        {"workers", "M0_WORKERS", "1", K_U32, OFF(workers), 0, 1024,
+         "forked workers: refused above 1, systemd supervises one process"},
+        {"max-keepalive-requests", "M0_MAX_KEEPALIVE_REQUESTS", "1000", K_U32,
+         OFF(max_keepalive_requests), 0, UINT32_MAX, "requests per connection; 0 = no cap"},
+        {"sse-heartbeat-ms", "M0_SSE_HEARTBEAT_MS", "15000", K_U32, OFF(sse_heartbeat_ms), 0,
+         86400000, "heartbeat comment on idle streams; 0 = off"},
+        {"app-tick-ms", "M0_APP_TICK_MS", "0", K_U32, OFF(app_tick_ms), 0, 86400000,
+         "run the app's tick on each loop this often; 0 = never"},
+        {"access-log", "M0_ACCESS_LOG", "off", K_BOOL, OFF(access_log), 0, 1,
+         "log one line per request"},
+        {"accept-share", "M0_ACCEPT_SHARE", "on", K_BOOL, OFF(accept_share), 0, 1,
+         "place new connections on the least loaded loop; off = bare race"},
+        {"drain-timeout-ms", "M0_DRAIN_TIMEOUT_MS", "5000", K_U32, OFF(drain_timeout_ms), 0,
+         3600000, "bound on the drain after SIGTERM"},
+        {"max-head-bytes", "M0_MAX_HEAD_BYTES", "32768", K_U32, OFF(max_head_bytes), 256, 1048576,
+         "request line and headers (431 past it)"},
+        {"max-uri-bytes", "M0_MAX_URI_BYTES", "8192", K_U32, OFF(max_uri_bytes), 16, 1048576,
+         "request target (414 past it)"},
+        {"max-header-fields", "M0_MAX_HEADER_FIELDS", "100", K_U32, OFF(max_header_fields), 1,
+         10000, "header fields per request (431 past it)"},
+        {"max-body-bytes", "M0_MAX_BODY_BYTES", "4194304", K_U64, OFF(max_body_bytes), 0,
+         UINT64_C(1) << 40, "request body, declared or chunked (413 past it)"},
+        {"header-timeout-ms", "M0_HEADER_TIMEOUT_MS", "10000", K_U32, OFF(header_timeout_ms), 1,
+         86400000, "time to receive a whole request head (408)"},
+        {"body-timeout-ms", "M0_BODY_TIMEOUT_MS", "30000", K_U32, OFF(body_timeout_ms), 1, 86400000,
+         "time to receive a whole request body (408)"},
+        {"idle-timeout-ms", "M0_IDLE_TIMEOUT_MS", "60000", K_U32, OFF(idle_timeout_ms), 1, 86400000,
+         "idle keep-alive connection, or a reader making no progress"},
+        {"max-connections", "M0_MAX_CONNECTIONS", "10000", K_U32, OFF(max_connections), 1, 10000000,
+         "open connections per process; past it new ones are closed at once"},
+        {"max-output-bytes", "M0_MAX_OUTPUT_BYTES", "1048576", K_U32, OFF(max_output_bytes), 4096,
+         1073741824, "unsent response bytes per connection before it stops reading"},
+        {"linger-ms", "M0_LINGER_MS", "2000", K_U32, OFF(linger_ms), 0, 60000,
+         "after a last response, read and drop the client's bytes this long before closing"},
+};
+
+_Static_assert(M0__ARRAY_SIZE(knobs) <= M0__KNOBS_MAX, "raise M0__KNOBS_MAX");
+
+static const struct m0_knob *knob_by_flag(const char *flag, size_t len)
+{
+        for (size_t i = 0; i < M0__ARRAY_SIZE(knobs); i++)
+                if (strlen(knobs[i].flag) == len && memcmp(knobs[i].flag, flag, len) == 0)
+                        return &knobs[i];
+        return NULL;
+}
+
+unsigned m0__cpus_available(void)
+{
+        unsigned n = 1;
+        cpu_set_t set;
+        if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+                n = (unsigned)CPU_COUNT(&set);
+        /* cgroup v2: "max 100000" or "<quota> <period>"; a quota caps the useful loops. */
+        FILE *f = fopen("/sys/fs/cgroup/cpu.max", "re");
+        if (f) {
+                char q[32];
+                unsigned long long period;
+                if (fscanf(f, "%31s %llu", q, &period) == 2 && strcmp(q, "max") != 0 && period) {
+                        unsigned long long quota = strtoull(q, NULL, 10);
+                        unsigned cap = (unsigned)((quota + period - 1) / period);
+                        if (cap >= 1 && cap < n)
+                                n = cap;
+                }
+                fclose(f);
+        }
+        return n;
+}
+
+/* Parse `v` into the field of `k`. 0, or -EINVAL (not a value of this type) / -ERANGE. */
+static int knob_set(struct m0_config *cfg, const struct m0_knob *k, const char *v)
+{
+        char *p = (char *)cfg + k->off;
+        switch (k->type) {
+        case K_STR: {
+                size_t n = strlen(v);
+                if (n == 0 || n >= sizeof(cfg->host))
+                        return -EINVAL;
+                memcpy(p, v, n + 1);
+                return 0;
+        }
+        case K_BOOL: {
+                bool b;
+                if (!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "yes") || !strcmp(v, "true"))
+                        b = true;
+                else if (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "no") ||
+                         !strcmp(v, "false"))
+                        b = false;
+                else
+                        return -EINVAL;
+                *(bool *)p = b;
+                return 0;
+        }
+        case K_THREADS:
+                if (!strcmp(v, "auto")) {
+                        cfg->threads_auto = true;
+                        cfg->threads = m0__cpus_available();
+                        return 0;
+                }
+                cfg->threads_auto = false;
+                __attribute__((fallthrough)); /* a count */
+        case K_U32:
+        case K_U64: {
+                if (*v < '0' || *v > '9')
+                        return -EINVAL;
+                errno = 0;
+                char *end;
+                unsigned long long x = strtoull(v, &end, 10);
+                if (*end)
+                        return -EINVAL;
+                if (errno == ERANGE || x < k->min || x > k->max)
+                        return -ERANGE;
+                if (k->type == K_U64)
+                        *(uint64_t *)p = x;
+                else
+                        *(uint32_t *)p = (uint32_t)x;
+                return 0;
+        }
+        }
+        return -EINVAL;
+}
+
+static const char *knob_expect(const struct m0_knob *k, char *buf, size_t len)
+{
+        switch (k->type) {
+        case K_STR: return "a host name or address";
+        case K_BOOL: return "on or off";
+        case K_THREADS:
+                snprintf(buf, len, "a whole number from %" PRIu64 " to %" PRIu64 ", or auto",
+                         k->min, k->max);
+                return buf;
+        default:
+                snprintf(buf, len, "a whole number from %" PRIu64 " to %" PRIu64, k->min, k->max);
+                return buf;
+        }
+}
+
+void m0__config_usage(FILE *out, const char *app_name)
+{
+        fprintf(out, "usage: %s [--doctor] [--OPTION VALUE | --OPTION=VALUE]...\n", app_name);
+        fprintf(out, "       %s --help | --version\n\n", app_name);
+        fprintf(out,
+                "Serves the %s app over HTTP/1.1 on the sockets systemd passes, or on\n"
+                "--host:--port when none is passed. A flag beats its variable, which beats\n"
+                "the default.\n\n",
+                app_name);
+        for (size_t i = 0; i < M0__ARRAY_SIZE(knobs); i++) {
+                const struct m0_knob *k = &knobs[i];
+                fprintf(out, "  --%-24s %-28s default %s\n      %s\n", k->flag, k->env, k->def,
+                        k->help);
+        }
+        fprintf(out,
+                "\n  --doctor  print the configuration and every check, bind nothing, and exit\n"
+                "            with the code serving would (last line: one JSON object)\n"
+                "  --help    this text\n  --version print the version\n");
+}
+
+enum m0_config_result m0__config_parse(struct m0_config *cfg, const char *app_name, int argc,
+                                       char **argv, char **envp, FILE *out, char *err,
+                                       size_t err_len)
+{
+        char expect[96];
+        memset(cfg, 0, sizeof(*cfg));
+        for (size_t i = 0; i < M0__ARRAY_SIZE(knobs); i++) {
+                cfg->sources[i] = M0_SRC_DEFAULT;
+                if (knob_set(cfg, &knobs[i], knobs[i].def) < 0) {
+                        snprintf(err, err_len, "internal: default of --%s", knobs[i].flag);
+                        return M0_CONFIG_REFUSED;
+                }
+        }
+
+        /* Flags first, without applying them, so that usage errors win over env refusals. */
+        const char *flag_val[M0__ARRAY_SIZE(knobs)] = {0};
+        bool help = false, version = false;
+        for (int i = 1; i < argc; i++) {
+                const char *a = argv[i];
+                if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+                        snprintf(err, err_len, "unexpected argument '%s'", a);
+                        return M0_CONFIG_USAGE;
+                }
+                const char *name = a + 2;
+                const char *eq = strchr(name, '=');
+                size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+                if (nlen == 4 && !memcmp(name, "help", 4) && !eq) {
+                        help = true;
+                        continue;
+                }
+                if (nlen == 7 && !memcmp(name, "version", 7) && !eq) {
+                        version = true;
+                        continue;
+                }
+                if (nlen == 6 && !memcmp(name, "doctor", 6) && !eq) {
+                        cfg->doctor = true;
+                        continue;
+                }
+                const struct m0_knob *k = knob_by_flag(name, nlen);
+                if (!k) {
+                        snprintf(err, err_len, "unknown option '--%.*s'", (int)nlen, name);
+                        return M0_CONFIG_USAGE;
+                }
+                const char *v;
+                if (eq)
+                        v = eq + 1;
+                else if (i + 1 < argc)
+                        v = argv[++i];
+                else {
+                        snprintf(err, err_len, "option '--%s' needs a value", k->flag);
+                        return M0_CONFIG_USAGE;
+                }
+                struct m0_config probe = *cfg;
+                if (knob_set(&probe, k, v) < 0) {
+                        snprintf(err, err_len, "option '--%s': '%s' is not %s", k->flag, v,
+                                 knob_expect(k, expect, sizeof(expect)));
+                        return M0_CONFIG_USAGE;
+                }
+                flag_val[k - knobs] = v;
+        }
+        if (help) {
+                m0__config_usage(out, app_name);
+                return M0_CONFIG_HELP;
+        }
+        if (version) {
+                fprintf(out, "%s (m0) %s\n", app_name, m0_version());
+                return M0_CONFIG_VERSION;
+        }
+
+        for (size_t i = 0; i < M0__ARRAY_SIZE(knobs); i++) {
+                const struct m0_knob *k = &knobs[i];
+                if (flag_val[i])
+                        continue; /* the flag wins; its variable is not even read */
+                size_t elen = strlen(k->env);
+                for (char **e = envp; e && *e; e++) {
+                        if (strncmp(*e, k->env, elen) != 0 || (*e)[elen] != '=')
+                                continue;
+                        const char *v = *e + elen + 1;
+                        if (knob_set(cfg, k, v) < 0) {
+                                snprintf(err, err_len, "%s='%s' is not %s (set %s or --%s)", k->env,
+                                         v, knob_expect(k, expect, sizeof(expect)), k->env,
+                                         k->flag);
+                                return M0_CONFIG_REFUSED;
+                        }
+                        cfg->sources[i] = M0_SRC_ENV;
+                }
+        }
+        for (size_t i = 0; i < M0__ARRAY_SIZE(knobs); i++) {
+                if (!flag_val[i])
+                        continue;
+                (void)knob_set(cfg, &knobs[i], flag_val[i]); /* validated above */
+                cfg->sources[i] = M0_SRC_FLAG;
+        }
+        return M0_CONFIG_SERVE;
+}
+
+enum m0_source m0__config_source(const struct m0_config *cfg, const char *flag)
+{
+        const struct m0_knob *k = knob_by_flag(flag, strlen(flag));
+        return k ? (enum m0_source)cfg->sources[k - knobs] : M0_SRC_DEFAULT;
+}
+
+const char *m0__source_name(enum m0_source s)
+{
+        switch (s) {
+        case M0_SRC_ENV: return "env";
+        case M0_SRC_FLAG: return "flag";
+        default: return "default";
+        }
+}
+
+void m0__config_each(const struct m0_config *cfg,
+                     void (*fn)(void *ud, const char *flag, const char *env, const char *value,
+                                enum m0_source src),
+                     void *ud)
+{
+        char v[300];
+        for (size_t i = 0; i < M0__ARRAY_SIZE(knobs); i++) {
+                const struct m0_knob *k = &knobs[i];
+                const char *p = (const char *)cfg + k->off;
+                switch (k->type) {
+                case K_STR: snprintf(v, sizeof(v), "%s", p); break;
+                case K_BOOL: snprintf(v, sizeof(v), "%s", *(const bool *)p ? "on" : "off"); break;
+                case K_U64: snprintf(v, sizeof(v), "%" PRIu64, *(const uint64_t *)p); break;
+                default: snprintf(v, sizeof(v), "%" PRIu32, *(const uint32_t *)p); break;
+                }
+                fn(ud, k->flag, k->env, v, (enum m0_source)cfg->sources[i]);
+        }
+}

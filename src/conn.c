@@ -1,0 +1,650 @@
+/* SPDX-License-Identifier: MIT */
+/* conn.c: one HTTP/1.1 connection on its loop: read, parse, answer in order, write, time out. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+enum phase {
+        PH_IDLE = 0, /* between messages */
+        PH_HEAD,     /* inside a request head */
+        PH_BODY,     /* head complete, reading the body */
+};
+
+/*
+ * Input lives in the loop's scratch buffer while whole requests arrive in one read; only what
+ * must outlive the read (a head in progress, unparsed bytes while the connection is paused) is
+ * copied into `rbuf`, which is freed again once it empties. An idle connection owns no buffer.
+ */
+struct m0_conn {
+        struct m0_loop *loop;
+        int fd;
+        uint32_t events; /* current epoll interest */
+        llhttp_t parser;
+
+        char *rbuf;
+        uint32_t rlen, rcap;
+        uint32_t rpos;     /* where parsing resumes in rbuf */
+        uint32_t req_off;  /* first byte of the current request in the buffer being parsed */
+        uint32_t head_len; /* valid in PH_BODY */
+        uint8_t phase;
+        bool req_started; /* req_off is known */
+        bool closing;     /* answer no more; close once the output is out */
+        bool lingering;   /* output out, write side shut; dropping the client's bytes */
+        bool eof;
+        int err_status; /* the status a callback chose when it stopped the parser */
+
+        struct m0_buf body;
+        struct m0_buf out; /* bytes the socket did not take yet */
+        size_t out_off;
+        uint32_t nreq;
+
+        enum m0_timer_class tcls;
+        uint64_t deadline;
+        struct m0_conn *tprev, *tnext;
+};
+
+/* ---- timers: one FIFO per class; entering a class puts the connection at its tail ---- */
+
+static uint32_t class_ms(const struct m0_loop *l, enum m0_timer_class cls)
+{
+        const struct m0_config *cfg = &l->host->cfg;
+        switch (cls) {
+        case M0_TIMER_HEAD: return cfg->header_timeout_ms;
+        case M0_TIMER_BODY: return cfg->body_timeout_ms;
+        case M0_TIMER_LINGER: return cfg->linger_ms;
+        default: return cfg->idle_timeout_ms;
+        }
+}
+
+static void timer_unlink(struct m0_conn *c)
+{
+        if (c->tcls == M0_TIMER_NONE)
+                return;
+        struct m0_conn_list *q = &c->loop->timers[c->tcls];
+        if (c->tprev)
+                c->tprev->tnext = c->tnext;
+        else
+                q->head = c->tnext;
+        if (c->tnext)
+                c->tnext->tprev = c->tprev;
+        else
+                q->tail = c->tprev;
+        c->tprev = c->tnext = NULL;
+        c->tcls = M0_TIMER_NONE;
+}
+
+void m0__timer_set(struct m0_conn *c, enum m0_timer_class cls)
+{
+        timer_unlink(c);
+        if (cls == M0_TIMER_NONE)
+                return;
+        struct m0_conn_list *q = &c->loop->timers[cls];
+        c->tcls = cls;
+        c->deadline = c->loop->now_ms + class_ms(c->loop, cls);
+        c->tprev = q->tail;
+        c->tnext = NULL;
+        if (q->tail)
+                q->tail->tnext = c;
+        else
+                q->head = c;
+        q->tail = c;
+}
+
+/* Enter `cls` unless already in it: a head's deadline counts from its first byte, not its last. */
+static void timer_enter(struct m0_conn *c, enum m0_timer_class cls)
+{
+        if (c->tcls != cls)
+                m0__timer_set(c, cls);
+}
+
+uint64_t m0__conn_deadline(const struct m0_conn *c)
+{
+        return c->deadline;
+}
+
+struct m0_conn *m0__conn_timer_next(const struct m0_conn *c)
+{
+        return c->tnext;
+}
+
+/* ---- lifetime ---- */
+
+static int set_events(struct m0_conn *c, uint32_t ev)
+{
+        if (c->events == ev)
+                return 0;
+        struct epoll_event e = {.events = ev, .data.ptr = c};
+        if (epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->fd, &e) < 0)
+                return -errno;
+        c->events = ev;
+        return 0;
+}
+
+static void rbuf_release(struct m0_conn *c)
+{
+        free(c->rbuf);
+        c->rbuf = NULL;
+        c->rlen = c->rcap = c->rpos = 0;
+}
+
+void m0__conn_close(struct m0_conn *c)
+{
+        if (c->fd < 0)
+                return;
+        struct m0_loop *l = c->loop;
+        timer_unlink(c);
+        (void)epoll_ctl(l->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+        close(c->fd);
+        c->fd = -1;
+        rbuf_release(c);
+        m0__buf_free(&c->body);
+        m0__buf_free(&c->out);
+        atomic_fetch_sub(&l->load, 1);
+        atomic_fetch_sub(&l->host->conns, 1);
+        /* Events later in this batch may still name c: free it after the batch. */
+        c->tnext = l->dead;
+        l->dead = c;
+}
+
+void m0__conn_reap(struct m0_loop *l)
+{
+        while (l->dead) {
+                struct m0_conn *c = l->dead;
+                l->dead = c->tnext;
+                free(c);
+        }
+}
+
+int m0__conn_admit(struct m0_loop *l, int fd)
+{
+        struct m0_conn *c = calloc(1, sizeof(*c));
+        if (!c)
+                goto fail;
+        c->loop = l;
+        c->fd = fd;
+        c->events = EPOLLIN;
+        llhttp_init(&c->parser, HTTP_REQUEST, &m0__http_settings);
+        c->parser.data = c;
+        struct epoll_event e = {.events = EPOLLIN, .data.ptr = c};
+        if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &e) < 0)
+                goto fail;
+        m0__timer_set(c, M0_TIMER_IDLE);
+        if (l->stopping)
+                m0__conn_stop(c);
+        return 0;
+fail:
+        free(c);
+        close(fd);
+        atomic_fetch_sub(&l->load, 1);
+        atomic_fetch_sub(&l->host->conns, 1);
+        return -ENOMEM;
+}
+
+/* ---- llhttp callbacks: they run inside llhttp_execute on the loop's thread ---- */
+
+static int on_message_begin(llhttp_t *p)
+{
+        struct m0_conn *c = p->data;
+        c->phase = PH_HEAD;
+        c->req_started = false;
+        c->err_status = 0;
+        c->body.len = 0;
+        timer_enter(c, M0_TIMER_HEAD);
+        return 0;
+}
+
+static int on_method(llhttp_t *p, const char *at, size_t len)
+{
+        (void)len;
+        struct m0_conn *c = p->data;
+        if (!c->req_started) {
+                c->req_off = (uint32_t)(at - c->loop->cur_base);
+                c->req_started = true;
+        }
+        return 0;
+}
+
+static int on_headers_complete(llhttp_t *p)
+{
+        struct m0_conn *c = p->data;
+        struct m0_loop *l = c->loop;
+        const struct m0_config *cfg = &l->host->cfg;
+        size_t hl = 0;
+        /* The head is contiguous in the buffer being parsed: it is never dropped while in PH_HEAD. */
+        char *head = (char *)l->cur_base + c->req_off;
+        int st = m0__http_head_parse(head, l->cur_len - c->req_off, cfg, NULL, &hl);
+        if (st) {
+                c->err_status = st;
+                return -1;
+        }
+        c->head_len = (uint32_t)hl;
+        bool has_body =
+                (p->flags & F_CHUNKED) || ((p->flags & F_CONTENT_LENGTH) && p->content_length);
+        if ((p->flags & F_CONTENT_LENGTH) && p->content_length > cfg->max_body_bytes) {
+                c->err_status = 413;
+                return -1;
+        }
+        if (p->method == HTTP_CONNECT) {
+                c->err_status = 405;
+                return -1;
+        }
+        c->phase = PH_BODY;
+        if (has_body) {
+                timer_enter(c, M0_TIMER_BODY);
+                /* Expect: 100-continue — ask for the body the client is holding back. */
+                if (p->http_minor >= 1) {
+                        const char *e = head;
+                        const char *hend = head + hl;
+                        static const char want[] = "\r\nexpect:";
+                        for (const char *x = e; x + sizeof(want) - 1 < hend; x++) {
+                                if (*x != '\r' || strncasecmp(x, want, sizeof(want) - 1) != 0)
+                                        continue;
+                                const char *v = x + sizeof(want) - 1;
+                                while (*v == ' ' || *v == '\t')
+                                        v++;
+                                if (strncasecmp(v, "100-continue", 12) == 0) {
+                                        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+                                        if (m0__buf_append(&l->wbuf, cont, sizeof(cont) - 1) < 0)
+                                                return -1;
+                                } else {
+                                        c->err_status = 417;
+                                        return -1;
+                                }
+                                break;
+                        }
+                }
+        }
+        return 0;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t len)
+{
+        struct m0_conn *c = p->data;
+        if (c->body.len + len > c->loop->host->cfg.max_body_bytes) {
+                c->err_status = 413;
+                return -1;
+        }
+        if (m0__buf_append(&c->body, at, len) < 0) {
+                c->err_status = 500;
+                return -1;
+        }
+        return 0;
+}
+
+static int on_message_complete(llhttp_t *p)
+{
+        (void)p;
+        /* Stop here so the request is answered before the next pipelined one is parsed. */
+        return HPE_PAUSED;
+}
+
+const llhttp_settings_t m0__http_settings = {
+        .on_message_begin = on_message_begin,
+        .on_method = on_method,
+        .on_headers_complete = on_headers_complete,
+        .on_body = on_body,
+        .on_message_complete = on_message_complete,
+};
+
+/* ---- answering ---- */
+
+static void dispatch(struct m0_conn *c)
+{
+        struct m0_loop *l = c->loop;
+        struct m0_host *h = l->host;
+        struct m0_req *req = &l->req;
+        size_t hl;
+        char *head = (char *)l->cur_base + c->req_off;
+        int st = m0__http_head_parse(head, c->head_len, &h->cfg, req, &hl);
+        bool is_head = c->parser.method == HTTP_HEAD;
+        c->nreq++;
+        l->requests++;
+        bool keep = llhttp_should_keep_alive(&c->parser) && !l->stopping && !c->closing &&
+                    (h->cfg.max_keepalive_requests == 0 || c->nreq < h->cfg.max_keepalive_requests);
+        if (st) {
+                /* checked at headers-complete already; a second walk cannot disagree */
+                (void)m0__res_error(l, st, &l->wbuf);
+                c->closing = true;
+                return;
+        }
+        req->body = c->body.data ? c->body.data : "";
+        req->body_len = c->body.len;
+        req->loop = l->index;
+        req->thread = -1;
+        req->arena.len = 0;
+        m0__res_reset(&l->res);
+        (void)m0__app_handle(l, req, &l->res, is_head);
+        if (m0__res_serialize(l, &l->res, is_head, !keep, &l->wbuf) < 0) {
+                (void)m0__res_error(l, 500, &l->wbuf);
+                keep = false;
+        }
+        if (!keep)
+                c->closing = true;
+        /* A large body's buffer is not kept for the next request. */
+        if (c->body.cap > 64 * 1024)
+                m0__buf_free(&c->body);
+        c->body.len = 0;
+}
+
+/* Refuse the request being read with `status`, Connection: close, and read no further. */
+static void refuse(struct m0_conn *c, int status)
+{
+        (void)m0__res_error(c->loop, status, &c->loop->wbuf);
+        c->closing = true;
+}
+
+/*
+ * Parse and answer what `base[pos..len)` holds. Returns how far parsing got. Stops early when
+ * the connection is closing or its answers pass max_output_bytes (the rest waits, unparsed).
+ */
+static size_t process(struct m0_conn *c, char *base, size_t len, size_t pos)
+{
+        struct m0_loop *l = c->loop;
+        const struct m0_config *cfg = &l->host->cfg;
+        l->cur_base = base;
+        l->cur_len = len;
+        while (pos < len && !c->closing) {
+                if (l->wbuf.len >= cfg->max_output_bytes)
+                        break;
+                llhttp_errno_t e = llhttp_execute(&c->parser, base + pos, len - pos);
+                if (e == HPE_OK) {
+                        pos = len;
+                        break;
+                }
+                if (e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) {
+                        pos = (size_t)(llhttp_get_error_pos(&c->parser) - base);
+                        if (e == HPE_PAUSED_UPGRADE)
+                                c->closing = true; /* no protocol switch: answer, then close */
+                        else
+                                llhttp_resume(&c->parser);
+                        dispatch(c);
+                        c->phase = PH_IDLE;
+                        continue;
+                }
+                refuse(c, c->err_status ? c->err_status : 400);
+                pos = len;
+        }
+        if (c->closing)
+                return len;
+        /* Heads still arriving: 414 for a request line past the URI bound, 431 past the head bound. */
+        if (c->phase == PH_HEAD && c->req_started) {
+                size_t have = len - c->req_off;
+                const char *lf = memchr(base + c->req_off, '\n', have);
+                if (!lf && have > (size_t)cfg->max_uri_bytes + 32)
+                        refuse(c, 414);
+                else if (have > cfg->max_head_bytes)
+                        refuse(c, 431);
+        }
+        return pos;
+}
+
+/* Keep what must outlive this read: [from, len) of base, parse resuming at `pos`. */
+static int stash(struct m0_conn *c, char *base, size_t from, size_t len, size_t pos)
+{
+        size_t n = len - from;
+        if (n == 0) {
+                rbuf_release(c);
+                return 0;
+        }
+        if (base == c->rbuf) {
+                memmove(c->rbuf, c->rbuf + from, n);
+        } else {
+                size_t cap = n < 4096 ? 4096 : n;
+                if (c->rcap < cap) {
+                        char *p = realloc(c->rbuf, cap);
+                        if (!p)
+                                return -ENOMEM;
+                        c->rbuf = p;
+                        c->rcap = (uint32_t)cap;
+                }
+                memcpy(c->rbuf, base + from, n);
+        }
+        c->rlen = (uint32_t)n;
+        c->rpos = (uint32_t)(pos - from);
+        if (c->req_started && c->req_off >= from)
+                c->req_off -= (uint32_t)from;
+        return 0;
+}
+
+static void linger_or_close(struct m0_conn *c)
+{
+        const struct m0_config *cfg = &c->loop->host->cfg;
+        if (c->eof || cfg->linger_ms == 0) {
+                m0__conn_close(c);
+                return;
+        }
+        /* Shut our side and drop what the client still sends, so the last answer is not lost
+         * to a reset caused by unread bytes. */
+        (void)shutdown(c->fd, SHUT_WR);
+        c->lingering = true;
+        rbuf_release(c);
+        (void)set_events(c, EPOLLIN);
+        m0__timer_set(c, M0_TIMER_LINGER);
+}
+
+/*
+ * Write the loop's wbuf (this connection's answers), keeping what the socket refuses. Returns
+ * true when the connection can go on parsing bytes it already holds.
+ */
+static bool flush(struct m0_conn *c)
+{
+        struct m0_loop *l = c->loop;
+        if (l->wbuf.len) {
+                if (c->out.len == c->out_off) {
+                        ssize_t w;
+                        do
+                                w = send(c->fd, l->wbuf.data, l->wbuf.len, MSG_NOSIGNAL);
+                        while (w < 0 && errno == EINTR);
+                        if (w < 0 && errno != EAGAIN) {
+                                l->wbuf.len = 0;
+                                m0__conn_close(c);
+                                return false;
+                        }
+                        size_t done = w < 0 ? 0 : (size_t)w;
+                        if (done < l->wbuf.len) {
+                                c->out.len = c->out_off = 0;
+                                (void)m0__buf_append(&c->out, l->wbuf.data + done,
+                                                     l->wbuf.len - done);
+                        }
+                } else {
+                        (void)m0__buf_append(&c->out, l->wbuf.data, l->wbuf.len);
+                }
+                l->wbuf.len = 0;
+                /* A large scratch is not kept across connections. */
+                if (l->wbuf.cap > 4u * 1024 * 1024)
+                        m0__buf_free(&l->wbuf);
+        }
+        if (c->out.len > c->out_off) {
+                (void)set_events(c, EPOLLOUT);
+                m0__timer_set(c, M0_TIMER_WRITE);
+                return false;
+        }
+        if (c->closing || c->eof) {
+                linger_or_close(c);
+                return false;
+        }
+        if (c->phase != PH_IDLE)
+                return false;
+        if (c->rlen > c->rpos)
+                return true; /* stopped at max_output_bytes: the rest is parsed now */
+        m0__timer_set(c, M0_TIMER_IDLE);
+        if (l->stopping)
+                m0__conn_stop(c);
+        return false;
+}
+
+/*
+ * After parsing base[..len) up to pos, keep what the connection still needs: a head in
+ * progress, a complete head whose body is being read (the body bytes are in c->body), or bytes
+ * not parsed yet because the output was full.
+ */
+static void keep_rest(struct m0_conn *c, char *base, size_t len, size_t pos)
+{
+        int r;
+        if (c->closing) {
+                rbuf_release(c);
+                return;
+        }
+        if (c->phase == PH_HEAD && c->req_started)
+                r = stash(c, base, c->req_off, len, len);
+        else if (c->phase == PH_BODY)
+                r = stash(c, base, c->req_off, c->req_off + c->head_len, c->req_off + c->head_len);
+        else
+                r = stash(c, base, pos, len, pos);
+        if (r < 0) {
+                rbuf_release(c);
+                refuse(c, 503);
+        }
+}
+
+/* Parse what is buffered in rbuf and answer, for as long as the output keeps being taken. */
+static void run_buffered(struct m0_conn *c)
+{
+        do {
+                size_t pos = process(c, c->rbuf, c->rlen, c->rpos);
+                keep_rest(c, c->rbuf, c->rlen, pos);
+        } while (flush(c));
+}
+
+static void on_readable(struct m0_conn *c)
+{
+        struct m0_loop *l = c->loop;
+        const struct m0_config *cfg = &l->host->cfg;
+        if (c->lingering) {
+                ssize_t n = read(c->fd, l->rscratch, l->rscratch_cap);
+                if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+                        m0__conn_close(c);
+                return;
+        }
+        if (c->rlen > 0) {
+                /* A request is in progress: append to its buffer. */
+                size_t want = 16 * 1024;
+                size_t limit = (size_t)cfg->max_head_bytes + 64 * 1024;
+                if (c->rcap - c->rlen < want) {
+                        size_t cap = c->rlen + want;
+                        if (cap > limit)
+                                cap = limit > c->rlen + 1024 ? limit : c->rlen + 1024;
+                        char *p = realloc(c->rbuf, cap);
+                        if (!p) {
+                                refuse(c, 503);
+                                (void)flush(c);
+                                return;
+                        }
+                        c->rbuf = p;
+                        c->rcap = (uint32_t)cap;
+                }
+                ssize_t n = read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen);
+                if (n < 0) {
+                        if (errno != EAGAIN && errno != EINTR)
+                                m0__conn_close(c);
+                        return;
+                }
+                if (n == 0) {
+                        m0__conn_close(c); /* the client left mid-request */
+                        return;
+                }
+                c->rlen += (uint32_t)n;
+                run_buffered(c);
+                return;
+        }
+        ssize_t n = read(c->fd, l->rscratch, l->rscratch_cap);
+        if (n < 0) {
+                if (errno != EAGAIN && errno != EINTR)
+                        m0__conn_close(c);
+                return;
+        }
+        if (n == 0) {
+                m0__conn_close(c); /* every complete request was answered as it arrived */
+                return;
+        }
+        if (c->phase == PH_IDLE)
+                timer_enter(c, M0_TIMER_HEAD);
+        size_t pos = process(c, l->rscratch, (size_t)n, 0);
+        keep_rest(c, l->rscratch, (size_t)n, pos);
+        if (flush(c))
+                run_buffered(c);
+}
+
+static void on_writable(struct m0_conn *c)
+{
+        ssize_t w;
+        do
+                w = send(c->fd, c->out.data + c->out_off, c->out.len - c->out_off, MSG_NOSIGNAL);
+        while (w < 0 && errno == EINTR);
+        if (w < 0) {
+                if (errno != EAGAIN)
+                        m0__conn_close(c);
+                return;
+        }
+        c->out_off += (size_t)w;
+        if (c->out_off < c->out.len) {
+                m0__timer_set(c, M0_TIMER_WRITE); /* progress: the bound counts from here */
+                return;
+        }
+        m0__buf_free(&c->out);
+        c->out_off = 0;
+        if (c->closing || c->eof) {
+                linger_or_close(c);
+                return;
+        }
+        (void)set_events(c, EPOLLIN);
+        /* Bytes that waited while the output was full are parsed now. */
+        if (c->rlen > c->rpos)
+                run_buffered(c);
+        else
+                (void)flush(c);
+}
+
+void m0__conn_event(struct m0_conn *c, uint32_t events)
+{
+        if (c->fd < 0)
+                return; /* closed earlier in this batch */
+        if (events & EPOLLOUT) {
+                on_writable(c);
+                if (c->fd < 0)
+                        return;
+        }
+        if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+                if (c->events & EPOLLIN)
+                        on_readable(c);
+                else if (events & (EPOLLHUP | EPOLLERR))
+                        m0__conn_close(c);
+        }
+}
+
+void m0__conn_timer_fire(struct m0_conn *c)
+{
+        switch (c->tcls) {
+        case M0_TIMER_HEAD:
+        case M0_TIMER_BODY:
+                timer_unlink(c);
+                refuse(c, 408);
+                (void)flush(c);
+                break;
+        default: m0__conn_close(c); break;
+        }
+}
+
+void m0__conn_stop(struct m0_conn *c)
+{
+        if (c->fd < 0 || c->lingering)
+                return;
+        if (c->phase != PH_IDLE || c->out.len > c->out_off || c->rlen > c->rpos) {
+                /* In flight: it is answered whole, with Connection: close. */
+                return;
+        }
+        /* Bytes that reached the socket before the stop are a request in flight, not idleness. */
+        int unread = 0;
+        if (ioctl(c->fd, FIONREAD, &unread) == 0 && unread > 0) {
+                on_readable(c);
+                return;
+        }
+        m0__conn_close(c);
+}

@@ -1,0 +1,289 @@
+/* SPDX-License-Identifier: MIT */
+/* host.c: the serve sequence (L1): parse, refuse, sockets, loops, barrier, READY, signals, drain. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+extern char **environ;
+
+static void refuse_line(const char *finding, const char *fix)
+{
+        /* R1: the one line a person reads, on stderr whatever the log's destination. */
+        if (fix && *fix)
+                fprintf(stderr, "m0: %s (%s)\n", finding, fix);
+        else
+                fprintf(stderr, "m0: %s\n", finding);
+        fflush(stderr);
+}
+
+static int refuse(const char *finding, const char *fix)
+{
+        refuse_line(finding, fix);
+        m0__log(M0_LOG_ERR, -1, M0_MID_REFUSED, "refused: %s%s%s%s", finding,
+                fix && *fix ? " (" : "", fix && *fix ? fix : "", fix && *fix ? ")" : "");
+        return M0__EXIT_CONFIG;
+}
+
+static struct timespec deadline_after(uint64_t ms)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += (time_t)(ms / 1000);
+        ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+        }
+        return ts;
+}
+
+static void post_stop_all(struct m0_host *h)
+{
+        for (int i = 0; i < h->nloops; i++) {
+                struct m0_msg *m = calloc(1, sizeof(*m));
+                if (!m)
+                        continue; /* the loop is then named as a straggler at the bound */
+                m->kind = M0_MSG_STOP;
+                m->fd = -1;
+                (void)m0__loop_post(&h->loops[i], m);
+        }
+}
+
+/*
+ * Join every loop within one bound counted from `t0` (X2): drain + 1 s slack. Returns the exit
+ * status: 0 when all stopped in time and none failed, 1 otherwise (stragglers are named).
+ */
+static int join_loops(struct m0_host *h, uint64_t bound_ms, bool *joined)
+{
+        struct timespec dl = deadline_after(bound_ms);
+        int code = M0__EXIT_OK;
+        for (int i = 0; i < h->nloops; i++) {
+                if (joined[i])
+                        continue;
+                int r = pthread_timedjoin_np(h->loops[i].thread, NULL, &dl);
+                if (r == 0) {
+                        joined[i] = true;
+                        if (h->loops[i].failed || h->loops[i].cut)
+                                code = M0__EXIT_FAIL;
+                        continue;
+                }
+                m0__log(M0_LOG_ERR, i, M0_MID_DRAIN_TIMEOUT,
+                        "loop %d still running past the drain's bound (%llu ms)", i,
+                        (unsigned long long)bound_ms);
+                code = M0__EXIT_FAIL;
+        }
+        return code;
+}
+
+static void status_line(struct m0_host *h, char *out, size_t len)
+{
+        int n = snprintf(out, len,
+                         "STATUS=serving on %d loop%s, %u pool thread%s, %zu socket%s:", h->nloops,
+                         h->nloops == 1 ? "" : "s", h->cfg.blocking_threads * (unsigned)h->nloops,
+                         h->cfg.blocking_threads * (unsigned)h->nloops == 1 ? "" : "s",
+                         h->sockets.n, h->sockets.n == 1 ? "" : "s");
+        for (size_t i = 0; i < h->sockets.n && n > 0 && (size_t)n < len; i++)
+                n += snprintf(out + n, len - (size_t)n, " %s", h->sockets.v[i].where);
+}
+
+static int serve(struct m0_host *h)
+{
+        int code = M0__EXIT_OK;
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        /* Blocked here, before any thread exists, so every loop inherits the mask (L6). */
+        pthread_sigmask(SIG_BLOCK, &mask, NULL);
+        signal(SIGPIPE, SIG_IGN);
+        int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        h->done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (sfd < 0 || h->done_fd < 0) {
+                m0__log(M0_LOG_ERR, -1, NULL, "cannot set up signals: %s", strerror(errno));
+                return M0__EXIT_FAIL;
+        }
+
+        h->nloops = (int)h->cfg.threads;
+        h->loops = calloc((size_t)h->nloops, sizeof(*h->loops));
+        bool *joined = calloc((size_t)h->nloops, sizeof(bool));
+        if (!h->loops || !joined) {
+                free(joined);
+                close(sfd);
+                return M0__EXIT_FAIL;
+        }
+        h->failed_loop = -1;
+        pthread_mutex_init(&h->lock, NULL);
+        pthread_cond_init(&h->cond, NULL);
+
+        int started = 0;
+        for (int i = 0; i < h->nloops; i++) {
+                int r = m0__loop_init(&h->loops[i], h, i);
+                if (r < 0) {
+                        m0__log(M0_LOG_ERR, i, NULL, "cannot set up loop %d: %s", i, strerror(-r));
+                        code = M0__EXIT_FAIL;
+                        break;
+                }
+        }
+        for (int i = 0; code == M0__EXIT_OK && i < h->nloops; i++) {
+                int r = pthread_create(&h->loops[i].thread, NULL, m0__loop_main, &h->loops[i]);
+                if (r != 0) {
+                        m0__log(M0_LOG_ERR, i, NULL, "cannot start loop %d: %s", i, strerror(r));
+                        code = M0__EXIT_FAIL;
+                        break;
+                }
+                started++;
+        }
+
+        /* The barrier (L1, L3): nobody accepts until every loop has built its handler. */
+        pthread_mutex_lock(&h->lock);
+        while (h->reported < started)
+                pthread_cond_wait(&h->cond, &h->lock);
+        bool go = code == M0__EXIT_OK && h->failed_loop < 0;
+        if (go) {
+                char st[512];
+                status_line(h, st, sizeof(st));
+                char msg[600];
+                snprintf(msg, sizeof(msg), "READY=1\n%s", st);
+                (void)m0__notify(msg);
+                m0__log(M0_LOG_NOTICE, -1, M0_MID_READY, "ready: %s", st + 7);
+        }
+        h->gate = go ? M0_GATE_GO : M0_GATE_ABORT;
+        pthread_cond_broadcast(&h->cond);
+        pthread_mutex_unlock(&h->lock);
+
+        if (!go) {
+                for (int i = 0; i < started; i++)
+                        pthread_join(h->loops[i].thread, NULL);
+                if (h->failed_loop >= 0) {
+                        char finding[400];
+                        snprintf(finding, sizeof(finding), "loop %d's make failed: %s",
+                                 h->failed_loop, h->failed_msg);
+                        code = refuse(finding, "the app could not build its handler");
+                }
+                goto out;
+        }
+
+        /* Serve until a signal, or until a loop ends on its own (L5: then the process ends). */
+        uint64_t bound = (uint64_t)h->cfg.drain_timeout_ms + 1000;
+        for (;;) {
+                struct pollfd pf[2] = {{.fd = sfd, .events = POLLIN},
+                                       {.fd = h->done_fd, .events = POLLIN}};
+                int n = poll(pf, 2, -1);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        code = M0__EXIT_FAIL;
+                        break;
+                }
+                if (pf[1].revents & POLLIN) {
+                        /* A loop ended while nobody asked it to stop. */
+                        for (int i = 0; i < h->nloops; i++)
+                                if (h->loops[i].failed)
+                                        m0__log(M0_LOG_CRIT, i, M0_MID_LOOP_CRASHED,
+                                                "loop %d died; the process ends (systemd restarts "
+                                                "it)",
+                                                i);
+                        (void)m0__notify("STOPPING=1");
+                        post_stop_all(h);
+                        (void)join_loops(h, bound, joined);
+                        code = M0__EXIT_FAIL;
+                        break;
+                }
+                if (pf[0].revents & POLLIN) {
+                        struct signalfd_siginfo si;
+                        if (read(sfd, &si, sizeof(si)) != sizeof(si))
+                                continue;
+                        if (si.ssi_signo == SIGHUP) {
+                                m0__log(M0_LOG_NOTICE, -1, NULL,
+                                        "SIGHUP ignored: configuration is read at start; restart "
+                                        "to reload");
+                                continue;
+                        }
+                        m0__log(M0_LOG_NOTICE, -1, NULL, "%s: draining (bound %u ms)",
+                                strsignal((int)si.ssi_signo), h->cfg.drain_timeout_ms);
+                        char ext[64];
+                        snprintf(ext, sizeof(ext), "STOPPING=1\nEXTEND_TIMEOUT_USEC=%llu",
+                                 (unsigned long long)(bound + 1000) * 1000ull);
+                        (void)m0__notify(ext);
+                        post_stop_all(h);
+                        code = join_loops(h, bound, joined);
+                        break;
+                }
+        }
+        if (code == M0__EXIT_OK)
+                m0__log(M0_LOG_INFO, -1, NULL, "stopped");
+out:
+        for (int i = 0; i < h->nloops; i++) {
+                /* A straggler still runs: its loop's memory stays, the process is ending. */
+                if (joined[i] || !h->loops[i].thread || i >= started)
+                        m0__loop_destroy(&h->loops[i]);
+        }
+        free(joined);
+        close(sfd);
+        close(h->done_fd);
+        return code;
+}
+
+int m0_main(const m0_app *app, int argc, char **argv)
+{
+        static struct m0_host host;
+        struct m0_host *h = &host;
+        char err[512];
+        const char *name = app && app->name ? app->name : "m0";
+        memset(h, 0, sizeof(*h));
+        h->app = app;
+        m0__log_init(name);
+
+        switch (m0__config_parse(&h->cfg, name, argc, argv, environ, stdout, err, sizeof(err))) {
+        case M0_CONFIG_HELP:
+        case M0_CONFIG_VERSION: return M0__EXIT_OK;
+        case M0_CONFIG_USAGE:
+                m0__config_usage(stderr, name);
+                fprintf(stderr, "\nm0: %s\n", err);
+                return M0__EXIT_USAGE;
+        case M0_CONFIG_REFUSED: return refuse(err, NULL);
+        case M0_CONFIG_SERVE: break;
+        }
+
+        /* Passed sockets are looked at before the checks: `listen-sockets` is one of them. */
+        if (m0__sockets_take(&h->sockets, h->sockets_err, sizeof(h->sockets_err)) < 0 &&
+            !h->sockets_err[0])
+                snprintf(h->sockets_err, sizeof(h->sockets_err), "LISTEN_FDS could not be used");
+
+        struct m0_check checks[M0__CHECKS_MAX];
+        size_t nchecks = 0;
+        int first = m0__checks_run(h, checks, M0__ARRAY_SIZE(checks), &nchecks);
+        if (h->cfg.doctor) {
+                int code = m0__doctor(h, checks, nchecks, first, stdout);
+                m0__sockets_close(&h->sockets);
+                return code;
+        }
+        if (first >= 0) {
+                char finding[400];
+                snprintf(finding, sizeof(finding), "%s: %s", checks[first].name,
+                         checks[first].detail);
+                m0__sockets_close(&h->sockets);
+                return refuse(finding, checks[first].fix);
+        }
+        if (!h->sockets.passed) {
+                int r = m0__sockets_bind(&h->sockets, h->cfg.host, h->cfg.port, err, sizeof(err));
+                if (r < 0) {
+                        m0__sockets_close(&h->sockets);
+                        return refuse(err, NULL);
+                }
+        }
+        (void)m0__limits_raise(h);
+        int code = serve(h);
+        m0__sockets_close(&h->sockets);
+        return code;
+}

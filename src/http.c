@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: MIT */
+/* http.c: the request head as H3 allows it, checked byte by byte whatever llhttp let through. */
+#include <errno.h>
+#include <string.h>
+#include <strings.h>
+
+#include "internal.h"
+
+/* RFC 9110 tchar. */
+static const unsigned char tchar[256] = {
+        ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1,
+        ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1,  ['~'] = 1, ['0'] = 1,
+        ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1,  ['7'] = 1, ['8'] = 1,
+        ['9'] = 1, ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1,  ['F'] = 1, ['G'] = 1,
+        ['H'] = 1, ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1,  ['N'] = 1, ['O'] = 1,
+        ['P'] = 1, ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1,  ['V'] = 1, ['W'] = 1,
+        ['X'] = 1, ['Y'] = 1, ['Z'] = 1, ['a'] = 1, ['b'] = 1, ['c'] = 1,  ['d'] = 1, ['e'] = 1,
+        ['f'] = 1, ['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1, ['k'] = 1,  ['l'] = 1, ['m'] = 1,
+        ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1, ['s'] = 1,  ['t'] = 1, ['u'] = 1,
+        ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
+};
+
+/* A field-value byte: HTAB, SP, VCHAR, obs-text. Everything else (CTL, DEL) is refused. */
+static inline bool value_ok(unsigned char ch)
+{
+        return ch == '\t' || (ch >= 0x20 && ch != 0x7f);
+}
+
+/* A request-target byte: visible ASCII; no CTL, SP, DEL, or non-ASCII. */
+static inline bool target_ok(unsigned char ch)
+{
+        return ch > 0x20 && ch < 0x7f;
+}
+
+static bool name_is(const char *p, size_t n, const char *lit)
+{
+        return strlen(lit) == n && strncasecmp(p, lit, n) == 0;
+}
+
+/* Trim OWS from both ends of [*p, *p + *n). */
+static void trim(const char **p, size_t *n)
+{
+        while (*n && (**p == ' ' || **p == '\t')) {
+                (*p)++;
+                (*n)--;
+        }
+        while (*n && ((*p)[*n - 1] == ' ' || (*p)[*n - 1] == '\t'))
+                (*n)--;
+}
+
+/* Is the last element of a comma list `chunked` (case-insensitive)? */
+static bool ends_in_chunked(const char *v, size_t n)
+{
+        const char *comma = NULL;
+        for (size_t i = 0; i < n; i++)
+                if (v[i] == ',')
+                        comma = v + i;
+        const char *last = comma ? comma + 1 : v;
+        size_t ln = n - (size_t)(last - v);
+        trim(&last, &ln);
+        return name_is(last, ln, "chunked");
+}
+
+/* Content-Length: one or more comma-separated copies of the same decimal number. */
+static int parse_cl(const char *v, size_t n, uint64_t *ret)
+{
+        bool have = false;
+        uint64_t first = 0;
+        size_t i = 0;
+        while (i <= n) {
+                size_t j = i;
+                while (j < n && v[j] != ',')
+                        j++;
+                const char *e = v + i;
+                size_t en = j - i;
+                trim(&e, &en);
+                if (en == 0 || en > 19)
+                        return -EINVAL;
+                uint64_t x = 0;
+                for (size_t k = 0; k < en; k++) {
+                        if (e[k] < '0' || e[k] > '9')
+                                return -EINVAL;
+                        x = x * 10 + (uint64_t)(e[k] - '0');
+                }
+                if (have && x != first)
+                        return -EINVAL;
+                first = x;
+                have = true;
+                i = j + 1;
+        }
+        *ret = first;
+        return 0;
+}
+
+int m0__http_head_parse(char *head, size_t avail, const struct m0_config *cfg, struct m0_req *req,
+                        size_t *ret_len)
+{
+        const unsigned char *p = (const unsigned char *)head;
+        const unsigned char *end = p + avail;
+        const unsigned char *s = p;
+
+        /* request-line = method SP request-target SP HTTP-version CRLF */
+        while (s < end && tchar[*s])
+                s++;
+        if (s == p || s >= end || *s != ' ')
+                return 400;
+        const unsigned char *method_end = s++;
+        const unsigned char *target = s;
+        while (s < end && target_ok(*s))
+                s++;
+        size_t tlen = (size_t)(s - target);
+        if (tlen > cfg->max_uri_bytes)
+                return 414;
+        /* A target followed by CRLF has no version: HTTP/0.9, refused. */
+        if (tlen == 0 || s >= end || *s != ' ')
+                return 400;
+        const unsigned char *target_end = s++;
+        if (end - s < 10 || memcmp(s, "HTTP/1.", 7) != 0 || s[7] < '0' || s[7] > '9' ||
+            s[8] != '\r' || s[9] != '\n')
+                return 400;
+        bool v11 = s[7] >= '1';
+        s += 10;
+
+        size_t nfields = 0, nhost = 0;
+        bool have_cl = false, have_te = false, te_chunked = true;
+        uint64_t cl = 0;
+        for (;;) {
+                if (s >= end)
+                        return 400; /* llhttp said complete; a head we cannot walk is malformed */
+                if (*s == '\r') {
+                        if (s + 1 >= end || s[1] != '\n')
+                                return 400;
+                        s += 2;
+                        break;
+                }
+                if (*s == '\n')
+                        return 400; /* bare LF */
+                if (*s == ' ' || *s == '\t')
+                        return 400; /* obs-fold */
+                const unsigned char *name = s;
+                while (s < end && tchar[*s])
+                        s++;
+                if (s == name || s >= end || *s != ':')
+                        return 400; /* empty name, or whitespace before the colon */
+                const unsigned char *name_end = s++;
+                const unsigned char *val = s;
+                while (s < end && *s != '\r' && *s != '\n') {
+                        if (!value_ok(*s))
+                                return 400;
+                        s++;
+                }
+                if (s + 1 >= end || *s != '\r' || s[1] != '\n')
+                        return 400; /* bare LF, or a CR not followed by LF */
+                const unsigned char *val_end = s;
+                s += 2;
+                if ((size_t)(s - p) > cfg->max_head_bytes)
+                        return 431;
+                if (++nfields > cfg->max_header_fields)
+                        return 431;
+
+                const char *v = (const char *)val;
+                size_t vn = (size_t)(val_end - val);
+                trim(&v, &vn);
+                size_t nn = (size_t)(name_end - name);
+                if (name_is((const char *)name, nn, "host")) {
+                        nhost++;
+                } else if (name_is((const char *)name, nn, "content-length")) {
+                        uint64_t x;
+                        if (parse_cl(v, vn, &x) < 0 || (have_cl && x != cl))
+                                return 400;
+                        have_cl = true;
+                        cl = x;
+                } else if (name_is((const char *)name, nn, "transfer-encoding")) {
+                        have_te = true;
+                        /* Of several TE fields, the last one's last coding is the final one. */
+                        te_chunked = ends_in_chunked(v, vn);
+                }
+                if (req) {
+                        struct m0_header *hd = &req->headers[nfields - 1];
+                        head[name_end - p] = '\0';
+                        hd->name = (const char *)name;
+                        ((char *)v)[vn] = '\0';
+                        hd->value = v;
+                }
+        }
+        if ((size_t)(s - p) > cfg->max_head_bytes)
+                return 431;
+        if (have_cl && have_te)
+                return 400;
+        if (have_te && (!te_chunked || !v11))
+                return 400;
+        if (nhost > 1 || (v11 && nhost == 0))
+                return 400;
+
+        if (req) {
+                head[method_end - p] = '\0';
+                req->method = head;
+                head[target_end - p] = '\0';
+                char *t = head + (target - p);
+                char *q = memchr(t, '?', tlen);
+                if (q) {
+                        *q = '\0';
+                        req->query = q + 1;
+                } else {
+                        req->query = "";
+                }
+                if (t[0] != '/' && strcmp(t, "*") != 0) {
+                        /* absolute-form: the path starts at the first '/' after "scheme://" */
+                        char *a = strstr(t, "://");
+                        char *slash = a ? strchr(a + 3, '/') : NULL;
+                        t = slash ? slash : (char *)"/";
+                }
+                req->path = t;
+                req->nheaders = nfields;
+        }
+        *ret_len = (size_t)(s - p);
+        return 0;
+}

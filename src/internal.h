@@ -1,0 +1,370 @@
+/* SPDX-License-Identifier: MIT */
+/* internal.h: what the modules of libm0 share and nothing outside the library sees. */
+#ifndef M0_INTERNAL_H
+#define M0_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include <llhttp.h>
+
+#include "m0.h"
+
+#define M0__EXIT_OK 0
+#define M0__EXIT_FAIL 1
+#define M0__EXIT_USAGE 2
+#define M0__EXIT_CONFIG 78
+
+#define M0__ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define M0__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define M0__LIKELY(x) __builtin_expect(!!(x), 1)
+
+/* ---- buf.c: a growable byte buffer ---- */
+
+struct m0_buf {
+        char *data;
+        size_t len;
+        size_t cap;
+};
+
+/* Make room for `extra` more bytes. 0 or -ENOMEM. */
+int m0__buf_reserve(struct m0_buf *b, size_t extra);
+int m0__buf_append(struct m0_buf *b, const void *data, size_t len);
+int m0__buf_vprintf(struct m0_buf *b, const char *fmt, va_list ap);
+int m0__buf_printf(struct m0_buf *b, const char *fmt, ...) M0_PRINTF(2, 3);
+void m0__buf_free(struct m0_buf *b);
+
+/* ---- time ---- */
+
+/* Monotonic milliseconds. */
+uint64_t m0__now_ms(void);
+
+/* ---- config.c ---- */
+
+enum m0_source {
+        M0_SRC_DEFAULT = 0,
+        M0_SRC_ENV,
+        M0_SRC_FLAG,
+};
+
+#define M0__KNOBS_MAX 40
+
+/* Every knob of the host. Filled once by m0__config_parse() on the coordinator, read-only after. */
+struct m0_config {
+        char host[256];
+        uint32_t port;
+        uint32_t threads; /* resolved: `auto` is turned into a count */
+        bool threads_auto;
+        uint32_t blocking_threads;
+        uint32_t workers;
+        uint32_t max_keepalive_requests;
+        uint32_t sse_heartbeat_ms;
+        uint32_t app_tick_ms;
+        bool access_log;
+        bool accept_share;
+        uint32_t drain_timeout_ms;
+        uint32_t max_head_bytes;
+        uint32_t max_uri_bytes;
+        uint32_t max_header_fields;
+        uint64_t max_body_bytes;
+        uint32_t header_timeout_ms;
+        uint32_t body_timeout_ms;
+        uint32_t idle_timeout_ms;
+        uint32_t max_connections;
+        uint32_t max_output_bytes;
+        uint32_t linger_ms;
+        bool doctor;
+        unsigned char sources[M0__KNOBS_MAX]; /* enum m0_source per knob, in table order */
+};
+
+enum m0_config_result {
+        M0_CONFIG_SERVE = 0, /* go on */
+        M0_CONFIG_HELP,      /* --help printed; exit 0 */
+        M0_CONFIG_VERSION,   /* --version printed; exit 0 */
+        M0_CONFIG_USAGE,     /* usage error; exit 2 */
+        M0_CONFIG_REFUSED,   /* an environment value did not parse; exit 78 */
+};
+
+struct m0_knob;
+
+/*
+ * Parse flags (argv) over M0_* variables (envp) over defaults into *cfg. On USAGE/REFUSED,
+ * `err` holds the one line naming the problem. `help`/`version` output goes to `out`.
+ */
+enum m0_config_result m0__config_parse(struct m0_config *cfg, const char *app_name, int argc,
+                                       char **argv, char **envp, FILE *out, char *err,
+                                       size_t err_len);
+/* The usage text, printed with usage errors and --help. */
+void m0__config_usage(FILE *out, const char *app_name);
+/* Source of the knob whose flag is `flag` ("threads") in the last parse. */
+enum m0_source m0__config_source(const struct m0_config *cfg, const char *flag);
+const char *m0__source_name(enum m0_source s);
+/* CPUs this process may run on: affinity, then cgroup v2 cpu.max quota. At least 1. */
+unsigned m0__cpus_available(void);
+/* Walk every knob: name (flag without dashes), env variable, rendered value, source. */
+void m0__config_each(const struct m0_config *cfg,
+                     void (*fn)(void *ud, const char *flag, const char *env, const char *value,
+                                enum m0_source src),
+                     void *ud);
+
+/* ---- log.c ---- */
+
+enum m0_log_prio {
+        M0_LOG_CRIT = 2,
+        M0_LOG_ERR = 3,
+        M0_LOG_WARNING = 4,
+        M0_LOG_NOTICE = 5,
+        M0_LOG_INFO = 6,
+        M0_LOG_DEBUG = 7,
+};
+
+/* Message ids (J1), one per event a person acts on; the catalog explains them. */
+#define M0_MID_READY "9b3b6f1e2d4c4a7e8f0a1b2c3d4e5f60"
+#define M0_MID_REFUSED "9b3b6f1e2d4c4a7e8f0a1b2c3d4e5f61"
+#define M0_MID_LOOP_CRASHED "9b3b6f1e2d4c4a7e8f0a1b2c3d4e5f62"
+#define M0_MID_LOOP_STUCK "9b3b6f1e2d4c4a7e8f0a1b2c3d4e5f63"
+#define M0_MID_DRAIN_TIMEOUT "9b3b6f1e2d4c4a7e8f0a1b2c3d4e5f64"
+
+void m0__log_init(const char *app_name);
+/* Log one line; `loop` is -1 when no loop speaks; `mid` may be NULL. Thread-safe. */
+void m0__log(int prio, int loop, const char *mid, const char *fmt, ...) M0_PRINTF(4, 5);
+
+/* ---- notify.c ---- */
+
+/* Send `state` to $NOTIFY_SOCKET when set; 0, or -errno. A no-op returning 0 without it. */
+int m0__notify(const char *state);
+
+/* ---- activation.c ---- */
+
+struct m0_listener {
+        int fd;
+        char name[64];
+        int family;
+        char where[128]; /* "127.0.0.1:8080", "/run/m0/app.sock" */
+};
+
+struct m0_sockets {
+        struct m0_listener *v;
+        size_t n;
+        bool passed; /* came from systemd (LISTEN_FDS) */
+};
+
+/*
+ * Take the sockets systemd passed; `unset_env` clears LISTEN_*. Checks each is a listening
+ * stream socket; on a bad one fills `err` and returns -ENOTSOCK (or another -errno).
+ */
+int m0__sockets_take(struct m0_sockets *s, char *err, size_t err_len);
+/* Bind host:port when nothing was passed. 0 or -errno with `err` filled. */
+int m0__sockets_bind(struct m0_sockets *s, const char *host, uint32_t port, char *err,
+                     size_t err_len);
+void m0__sockets_close(struct m0_sockets *s);
+
+/* ---- checks.c ---- */
+
+struct m0_check {
+        const char *name;
+        bool ok;
+        char detail[256];
+        char fix[256];
+};
+
+struct m0_host;
+/* Run the host's checks (R2) in order; returns the index of the first failure or -1. */
+int m0__checks_run(struct m0_host *h, struct m0_check *out, size_t n_out, size_t *ret_n);
+/* Raise RLIMIT_NOFILE's soft limit to what the connection limit needs (checked by `limits`). */
+int m0__limits_raise(struct m0_host *h);
+#define M0__CHECKS_MAX 16
+
+/* ---- the loop (loop.c, conn.c, http.c, response.c) ---- */
+
+struct m0_loop;
+struct m0_conn;
+
+enum m0_msg_kind {
+        M0_MSG_CONN = 1, /* a connection handed over by another loop's accept */
+        M0_MSG_STOP,     /* the drain begins */
+};
+
+/* One mailbox entry; allocated by the sender, freed by the receiving loop. */
+struct m0_msg {
+        struct m0_msg *next;
+        enum m0_msg_kind kind;
+        int fd;
+};
+
+/* The request as handlers see it; one per loop, reused. */
+struct m0_header {
+        const char *name;
+        const char *value;
+};
+
+struct m0_req {
+        const char *method;
+        const char *path;
+        const char *query;
+        struct m0_header *headers;
+        size_t nheaders;
+        const char *body;
+        size_t body_len;
+        int loop;
+        int thread;
+        struct m0_buf arena; /* decoded query values */
+};
+
+struct m0_res {
+        int status;
+        struct m0_buf head; /* "name: value\r\n" lines the app added */
+        unsigned nheaders;
+        struct m0_buf body;
+};
+
+/* Intrusive list of connections, ordered by deadline within one timeout class. */
+struct m0_conn_list {
+        struct m0_conn *head;
+        struct m0_conn *tail;
+};
+
+enum m0_timer_class {
+        M0_TIMER_NONE = 0,
+        M0_TIMER_IDLE,   /* between requests: idle_timeout_ms */
+        M0_TIMER_HEAD,   /* reading a head: header_timeout_ms */
+        M0_TIMER_BODY,   /* reading a body: body_timeout_ms */
+        M0_TIMER_WRITE,  /* output blocked: idle_timeout_ms since last progress */
+        M0_TIMER_LINGER, /* closing: drain the client's bytes for a while */
+        M0_TIMER_N,
+};
+
+struct m0_loop {
+        struct m0_host *host;
+        int index;
+        pthread_t thread;
+        int epfd;
+
+        /* mailbox: any thread pushes under `mb_lock`; the loop drains. Woken on empty→non-empty. */
+        int mb_fd;
+        pthread_mutex_t mb_lock;
+        struct m0_msg *mb_head;
+        struct m0_msg *mb_tail;
+
+        /* Connections this loop holds or has been promised (a hand-off on its way): the load
+         * accept sharing balances. Written by any accepting loop, read by all. */
+        atomic_uint load;
+        /* Counters, written by this loop only, read at exit. */
+        uint64_t passed;   /* connections this loop accepted and handed to another */
+        uint64_t received; /* connections handed to this loop by another */
+        uint64_t accepted; /* connections this loop accepted itself and kept */
+        uint64_t requests;
+        uint64_t refused_conns; /* closed at once: over max_connections or no fd left */
+
+        int *listen_fds; /* this loop's copies of the listeners */
+        size_t nlisten;
+        int reserve_fd; /* spare fd, given up to shed a connection on EMFILE */
+
+        void *state; /* the app's handler state for this loop */
+        bool stopping;
+        bool failed;
+        uint64_t drain_deadline_ms; /* set at the stop: connections left past it are cut */
+        uint64_t cut;               /* connections cut at the drain's bound */
+
+        struct m0_conn_list timers[M0_TIMER_N];
+        uint64_t now_ms;
+        time_t date_sec;
+        char date[40]; /* "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n" */
+        size_t date_len;
+        uint64_t next_tick_ms;
+
+        struct m0_conn *dead; /* closed during this batch; freed after it (events may name them) */
+        const char *
+                cur_base; /* the buffer llhttp is parsing now: callbacks turn pointers into offsets */
+        size_t cur_len;
+        struct m0_buf wbuf; /* responses of the connection being served, written in one go */
+
+        struct m0_req req;
+        struct m0_res res;
+        char *rscratch; /* read buffer shared by the loop's connections between requests */
+        size_t rscratch_cap;
+        atomic_uint_fast64_t heartbeat;
+};
+
+/* loop.c */
+int m0__loop_init(struct m0_loop *l, struct m0_host *h, int index);
+void m0__loop_destroy(struct m0_loop *l);
+/* Push a message to loop `l` (any thread). 0 or -errno. */
+int m0__loop_post(struct m0_loop *l, struct m0_msg *m);
+/* The loop's thread body. */
+void *m0__loop_main(void *arg);
+void m0__loop_date(struct m0_loop *l);
+
+/* conn.c */
+int m0__conn_admit(struct m0_loop *l, int fd);
+void m0__conn_event(struct m0_conn *c, uint32_t events);
+void m0__conn_timer_fire(struct m0_conn *c);
+void m0__conn_close(struct m0_conn *c);
+/* Free the connections closed during the last batch of events. */
+void m0__conn_reap(struct m0_loop *l);
+/* Drain: close `c` now if it is idle and holds no unread byte; otherwise let it finish. */
+void m0__conn_stop(struct m0_conn *c);
+void m0__timer_set(struct m0_conn *c, enum m0_timer_class cls);
+uint64_t m0__conn_deadline(const struct m0_conn *c);
+struct m0_conn *m0__conn_timer_next(const struct m0_conn *c);
+
+/* accept.c */
+void m0__accept_ready(struct m0_loop *l, int lfd);
+
+/* http.c */
+extern const llhttp_settings_t m0__http_settings;
+
+/*
+ * Check a complete request head at `head` for what H3 forbids and llhttp may let through, and
+ * index it. Returns 0 and the head's length in *ret_len, or an HTTP status (400, 414, 431)
+ * for a head that must be refused. When `req` is non-NULL the head is also cut into
+ * NUL-terminated strings and indexed into req (headers up to `max_fields`).
+ */
+int m0__http_head_parse(char *head, size_t avail, const struct m0_config *cfg, struct m0_req *req,
+                        size_t *ret_len);
+
+/* response.c */
+void m0__res_reset(struct m0_res *res);
+/* Serialize status line, host headers, app headers and (unless head_only) the body into out. */
+int m0__res_serialize(struct m0_loop *l, const struct m0_res *res, bool head_only, bool close,
+                      struct m0_buf *out);
+/* A host-made error answer (400, 408, 413, 414, 431, 500, 503) with Connection: close. */
+int m0__res_error(struct m0_loop *l, int status, struct m0_buf *out);
+const char *m0__status_reason(int status);
+
+/* ---- host.c ---- */
+
+struct m0_host {
+        const m0_app *app;
+        struct m0_config cfg;
+        struct m0_sockets sockets;
+        struct m0_loop *loops;
+        int nloops;
+        atomic_uint conns;  /* open connections in the process (max_connections) */
+        atomic_uint rotate; /* accept sharing's tie breaker */
+
+        /* The make-barrier (L1, L3). */
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        int reported;
+        int failed_loop; /* first loop whose make failed, -1 */
+        char failed_msg[256];
+        enum { M0_GATE_WAIT, M0_GATE_GO, M0_GATE_ABORT } gate;
+
+        int done_fd;           /* eventfd: a loop thread ended */
+        char sockets_err[256]; /* why a passed socket cannot be served; "" when all are fine */
+};
+
+/* doctor.c: print the doctor's report (D1); returns the exit code serving would return. */
+int m0__doctor(struct m0_host *h, const struct m0_check *checks, size_t n, int first, FILE *out);
+
+/* Route a request to the app (route table, then dispatch, then 404). */
+int m0__app_handle(struct m0_loop *l, m0_req *req, m0_res *res, bool is_head);
+
+#endif /* M0_INTERNAL_H */

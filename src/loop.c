@@ -1,0 +1,324 @@
+/* SPDX-License-Identifier: MIT */
+/* loop.c: one event loop on one thread: its epoll set, its mailbox, its timers (L1, L2). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/*
+ * epoll tags: a connection is registered with its own (aligned) pointer, the mailbox with the
+ * address of a static marker, a listener with its index shifted left and the low bit set.
+ */
+static uint64_t tag_mailbox;
+
+#define LISTENER_BIT UINT64_C(1)
+
+int m0__loop_init(struct m0_loop *l, struct m0_host *h, int index)
+{
+        memset(l, 0, sizeof(*l));
+        l->host = h;
+        l->index = index;
+        l->epfd = -1;
+        l->mb_fd = -1;
+        l->reserve_fd = -1;
+        pthread_mutex_init(&l->mb_lock, NULL);
+        l->epfd = epoll_create1(EPOLL_CLOEXEC);
+        if (l->epfd < 0)
+                return -errno;
+        l->mb_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (l->mb_fd < 0)
+                return -errno;
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &tag_mailbox};
+        if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->mb_fd, &ev) < 0)
+                return -errno;
+        l->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        /* Each loop holds its own copy of every listener; closing it at the drain is per loop. */
+        l->nlisten = h->sockets.n;
+        l->listen_fds = calloc(l->nlisten ? l->nlisten : 1, sizeof(int));
+        if (!l->listen_fds)
+                return -ENOMEM;
+        for (size_t i = 0; i < l->nlisten; i++) {
+                l->listen_fds[i] = fcntl(h->sockets.v[i].fd, F_DUPFD_CLOEXEC, 3);
+                if (l->listen_fds[i] < 0)
+                        return -errno;
+        }
+        l->rscratch_cap = 64 * 1024;
+        l->rscratch = malloc(l->rscratch_cap);
+        l->req.headers = calloc(h->cfg.max_header_fields, sizeof(*l->req.headers));
+        if (!l->rscratch || !l->req.headers)
+                return -ENOMEM;
+        l->now_ms = m0__now_ms();
+        m0__loop_date(l);
+        return 0;
+}
+
+static void close_listeners(struct m0_loop *l)
+{
+        for (size_t i = 0; i < l->nlisten; i++) {
+                if (l->listen_fds[i] < 0)
+                        continue;
+                (void)epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->listen_fds[i], NULL);
+                close(l->listen_fds[i]); /* never shutdown(2): the socket is systemd's */
+                l->listen_fds[i] = -1;
+        }
+}
+
+void m0__loop_destroy(struct m0_loop *l)
+{
+        if (l->listen_fds)
+                close_listeners(l);
+        free(l->listen_fds);
+        l->listen_fds = NULL;
+        for (struct m0_msg *m = l->mb_head, *next; m; m = next) {
+                next = m->next;
+                if (m->kind == M0_MSG_CONN && m->fd >= 0)
+                        close(m->fd);
+                free(m);
+        }
+        l->mb_head = l->mb_tail = NULL;
+        if (l->mb_fd >= 0)
+                close(l->mb_fd);
+        if (l->epfd >= 0)
+                close(l->epfd);
+        if (l->reserve_fd >= 0)
+                close(l->reserve_fd);
+        l->mb_fd = l->epfd = l->reserve_fd = -1;
+        free(l->rscratch);
+        l->rscratch = NULL;
+        free(l->req.headers);
+        l->req.headers = NULL;
+        m0__buf_free(&l->req.arena);
+        m0__buf_free(&l->res.head);
+        m0__buf_free(&l->res.body);
+        pthread_mutex_destroy(&l->mb_lock);
+}
+
+int m0__loop_post(struct m0_loop *l, struct m0_msg *m)
+{
+        m->next = NULL;
+        pthread_mutex_lock(&l->mb_lock);
+        bool was_empty = l->mb_head == NULL;
+        if (l->mb_tail)
+                l->mb_tail->next = m;
+        else
+                l->mb_head = m;
+        l->mb_tail = m;
+        pthread_mutex_unlock(&l->mb_lock);
+        /* Wake only on the empty→non-empty edge; the write happens outside the lock. */
+        if (was_empty) {
+                uint64_t one = 1;
+                if (write(l->mb_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+                        return -errno;
+        }
+        return 0;
+}
+
+void m0__loop_date(struct m0_loop *l)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+        if (ts.tv_sec == l->date_sec)
+                return;
+        l->date_sec = ts.tv_sec;
+        struct tm tm;
+        gmtime_r(&ts.tv_sec, &tm);
+        l->date_len =
+                strftime(l->date, sizeof(l->date), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+}
+
+static void begin_stop(struct m0_loop *l)
+{
+        if (l->stopping)
+                return;
+        l->stopping = true;
+        l->drain_deadline_ms = m0__now_ms() + l->host->cfg.drain_timeout_ms;
+        close_listeners(l);
+        /* Idle connections close now; busy ones finish their request with Connection: close. */
+        for (int cls = M0_TIMER_IDLE; cls < M0_TIMER_N; cls++) {
+                struct m0_conn *c = l->timers[cls].head;
+                while (c) {
+                        struct m0_conn *next = m0__conn_timer_next(c);
+                        m0__conn_stop(c);
+                        c = next;
+                }
+        }
+}
+
+/* The drain's bound has passed: whatever is still open is cut, counted and named by the host. */
+static void cut_all(struct m0_loop *l)
+{
+        for (int cls = M0_TIMER_IDLE; cls < M0_TIMER_N; cls++) {
+                struct m0_conn *c;
+                while ((c = l->timers[cls].head)) {
+                        l->cut++;
+                        m0__conn_close(c);
+                }
+        }
+        if (l->cut)
+                m0__log(M0_LOG_ERR, l->index, M0_MID_DRAIN_TIMEOUT,
+                        "loop %d still running past the drain's bound: %llu connection%s cut",
+                        l->index, (unsigned long long)l->cut, l->cut == 1 ? "" : "s");
+}
+
+static void drain_mailbox(struct m0_loop *l)
+{
+        uint64_t v;
+        if (read(l->mb_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+                return;
+        pthread_mutex_lock(&l->mb_lock);
+        struct m0_msg *m = l->mb_head;
+        l->mb_head = l->mb_tail = NULL;
+        pthread_mutex_unlock(&l->mb_lock);
+        while (m) {
+                struct m0_msg *next = m->next;
+                switch (m->kind) {
+                case M0_MSG_CONN:
+                        l->received++;
+                        /* Hand-offs queued before the stop are admitted even while draining;
+                         * admit tells them to stop like the rest. */
+                        (void)m0__conn_admit(l, m->fd);
+                        break;
+                case M0_MSG_STOP: begin_stop(l); break;
+                }
+                free(m);
+                m = next;
+        }
+}
+
+static void fire_timers(struct m0_loop *l)
+{
+        for (int cls = M0_TIMER_IDLE; cls < M0_TIMER_N; cls++) {
+                struct m0_conn *c;
+                while ((c = l->timers[cls].head) && m0__conn_deadline(c) <= l->now_ms)
+                        m0__conn_timer_fire(c);
+        }
+}
+
+static int next_timeout(struct m0_loop *l)
+{
+        uint64_t next = UINT64_MAX;
+        for (int cls = M0_TIMER_IDLE; cls < M0_TIMER_N; cls++)
+                if (l->timers[cls].head && m0__conn_deadline(l->timers[cls].head) < next)
+                        next = m0__conn_deadline(l->timers[cls].head);
+        if (l->host->cfg.app_tick_ms && l->host->app->tick && l->next_tick_ms < next)
+                next = l->next_tick_ms;
+        if (l->stopping && l->drain_deadline_ms < next)
+                next = l->drain_deadline_ms;
+        /* Wake at least once a second: the Date line and the heartbeat advance even when idle. */
+        uint64_t cap = l->now_ms + 1000;
+        if (next > cap)
+                next = cap;
+        return next <= l->now_ms ? 0 : (int)(next - l->now_ms);
+}
+
+static int serve(struct m0_loop *l)
+{
+        struct epoll_event evs[128];
+        for (size_t i = 0; i < l->nlisten; i++) {
+                struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE,
+                                         .data.u64 = ((uint64_t)i << 1) | LISTENER_BIT};
+                if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->listen_fds[i], &ev) < 0)
+                        return -errno;
+        }
+        m0__log(M0_LOG_INFO, l->index, NULL, "Event loop started (%zu listener%s)", l->nlisten,
+                l->nlisten == 1 ? "" : "s");
+        l->next_tick_ms = m0__now_ms() + l->host->cfg.app_tick_ms;
+        for (;;) {
+                if (l->stopping && atomic_load(&l->load) == 0)
+                        break;
+                int n = epoll_wait(l->epfd, evs, (int)M0__ARRAY_SIZE(evs), next_timeout(l));
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                l->now_ms = m0__now_ms();
+                m0__loop_date(l);
+                atomic_fetch_add_explicit(&l->heartbeat, 1, memory_order_relaxed);
+                for (int i = 0; i < n; i++) {
+                        void *p = evs[i].data.ptr;
+                        if (p == &tag_mailbox) {
+                                drain_mailbox(l);
+                        } else if (evs[i].data.u64 & LISTENER_BIT) {
+                                size_t li = (size_t)(evs[i].data.u64 >> 1);
+                                if (li < l->nlisten && l->listen_fds[li] >= 0)
+                                        m0__accept_ready(l, l->listen_fds[li]);
+                        } else {
+                                m0__conn_event(p, evs[i].events);
+                        }
+                }
+                fire_timers(l);
+                if (l->stopping && l->now_ms >= l->drain_deadline_ms)
+                        cut_all(l);
+                m0__conn_reap(l);
+                if (l->host->cfg.app_tick_ms && l->host->app->tick &&
+                    l->now_ms >= l->next_tick_ms) {
+                        l->host->app->tick(l->state);
+                        l->next_tick_ms = l->now_ms + l->host->cfg.app_tick_ms;
+                }
+        }
+        return 0;
+}
+
+/* Report the outcome of `make` and wait at the barrier. true: serve; false: the start is refused. */
+static bool barrier(struct m0_loop *l, int make_r, const char *why)
+{
+        struct m0_host *h = l->host;
+        pthread_mutex_lock(&h->lock);
+        if (make_r < 0 && h->failed_loop < 0) {
+                h->failed_loop = l->index;
+                snprintf(h->failed_msg, sizeof(h->failed_msg), "%s", why);
+        }
+        h->reported++;
+        pthread_cond_broadcast(&h->cond);
+        while (h->gate == M0_GATE_WAIT)
+                pthread_cond_wait(&h->cond, &h->lock);
+        bool go = h->gate == M0_GATE_GO;
+        pthread_mutex_unlock(&h->lock);
+        return go;
+}
+
+void *m0__loop_main(void *arg)
+{
+        struct m0_loop *l = arg;
+        struct m0_host *h = l->host;
+        char name[16];
+        snprintf(name, sizeof(name), "m0-loop-%d", l->index);
+        pthread_setname_np(pthread_self(), name);
+
+        char why[200] = "";
+        int r = 0;
+        if (h->app->make) {
+                m0_handler_info info = {
+                        .kind = M0_THREAD_LOOP, .loop = l->index, .thread = -1, .loops = h->nloops};
+                r = h->app->make(&info, &l->state, why, sizeof(why));
+                if (r < 0 && !why[0])
+                        snprintf(why, sizeof(why), "%s", strerror(-r));
+        }
+        if (barrier(l, r, why)) {
+                r = serve(l);
+                if (r < 0) {
+                        l->failed = true;
+                        m0__log(M0_LOG_CRIT, l->index, M0_MID_LOOP_CRASHED, "loop %d failed: %s",
+                                l->index, strerror(-r));
+                }
+                m0__log(M0_LOG_INFO, l->index, NULL,
+                        "loop stopped: accepted %llu, passed %llu, received %llu, requests %llu",
+                        (unsigned long long)l->accepted, (unsigned long long)l->passed,
+                        (unsigned long long)l->received, (unsigned long long)l->requests);
+        }
+        if (h->app->free && l->state)
+                h->app->free(l->state);
+        l->state = NULL;
+        uint64_t one = 1;
+        if (write(h->done_fd, &one, sizeof(one)) < 0) {
+                /* the coordinator also joins with a bound; nothing else to do */
+        }
+        return NULL;
+}

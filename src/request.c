@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: MIT */
+/* request.c: what a handler reads of its request, and the route table that picks the handler. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "internal.h"
+
+const char *m0_version(void)
+{
+        return PACKAGE_VERSION;
+}
+
+const char *m0_req_method(const m0_req *req)
+{
+        return req->method;
+}
+
+const char *m0_req_path(const m0_req *req)
+{
+        return req->path;
+}
+
+const char *m0_req_query_string(const m0_req *req)
+{
+        return req->query;
+}
+
+static int hexval(int ch)
+{
+        if (ch >= '0' && ch <= '9')
+                return ch - '0';
+        if (ch >= 'a' && ch <= 'f')
+                return ch - 'a' + 10;
+        if (ch >= 'A' && ch <= 'F')
+                return ch - 'A' + 10;
+        return -1;
+}
+
+/* Decode [s, s+n) (percent escapes and '+') into out; returns the decoded length. */
+static size_t decode(const char *s, size_t n, char *out)
+{
+        size_t o = 0;
+        for (size_t i = 0; i < n; i++) {
+                if (s[i] == '+') {
+                        out[o++] = ' ';
+                } else if (s[i] == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 &&
+                           hexval(s[i + 2]) >= 0) {
+                        out[o++] = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
+                        i += 2;
+                } else {
+                        out[o++] = s[i];
+                }
+        }
+        return o;
+}
+
+/*
+ * The first call decodes the whole query once into the request's arena as
+ * "name\0value\0name\0value\0…\0"; the arena is sized up front so returned pointers stay put.
+ */
+static int query_index(m0_req *req)
+{
+        if (req->arena.len)
+                return 0;
+        size_t n = strlen(req->query);
+        int r = m0__buf_reserve(&req->arena, 2 * n + 3);
+        if (r < 0)
+                return r;
+        char *out = req->arena.data;
+        size_t o = 0;
+        const char *s = req->query;
+        while (*s) {
+                const char *amp = strchr(s, '&');
+                size_t len = amp ? (size_t)(amp - s) : strlen(s);
+                if (len) {
+                        const char *eq = memchr(s, '=', len);
+                        size_t kn = eq ? (size_t)(eq - s) : len;
+                        o += decode(s, kn, out + o);
+                        out[o++] = '\0';
+                        if (eq)
+                                o += decode(eq + 1, len - kn - 1, out + o);
+                        out[o++] = '\0';
+                }
+                s += len + (amp ? 1 : 0);
+        }
+        out[o++] = '\0'; /* an empty name ends the list */
+        req->arena.len = o;
+        return 0;
+}
+
+const char *m0_req_query(m0_req *req, const char *name)
+{
+        if (!req->query[0] || query_index(req) < 0)
+                return NULL;
+        const char *p = req->arena.data;
+        const char *end = p + req->arena.len;
+        while (p < end && *p) {
+                const char *v = p + strlen(p) + 1;
+                if (strcmp(p, name) == 0)
+                        return v;
+                p = v + strlen(v) + 1;
+        }
+        return NULL;
+}
+
+int m0_req_query_int(m0_req *req, const char *name, long min, long max, long *ret)
+{
+        const char *v = m0_req_query(req, name);
+        if (!v)
+                return -ENOENT;
+        if (!*v)
+                return -EINVAL;
+        char *end;
+        errno = 0;
+        long x = strtol(v, &end, 10);
+        if (*end)
+                return -EINVAL;
+        if (errno == ERANGE || x < min || x > max)
+                return -ERANGE;
+        *ret = x;
+        return 0;
+}
+
+const char *m0_req_header(const m0_req *req, const char *name)
+{
+        for (size_t i = 0; i < req->nheaders; i++)
+                if (strcasecmp(req->headers[i].name, name) == 0)
+                        return req->headers[i].value;
+        return NULL;
+}
+
+size_t m0_req_header_count(const m0_req *req)
+{
+        return req->nheaders;
+}
+
+int m0_req_header_at(const m0_req *req, size_t i, const char **ret_name, const char **ret_value)
+{
+        if (i >= req->nheaders)
+                return -ERANGE;
+        *ret_name = req->headers[i].name;
+        *ret_value = req->headers[i].value;
+        return 0;
+}
+
+const void *m0_req_body(const m0_req *req, size_t *ret_len)
+{
+        *ret_len = req->body_len;
+        return req->body;
+}
+
+int m0_req_loop(const m0_req *req)
+{
+        return req->loop;
+}
+
+int m0_req_thread(const m0_req *req)
+{
+        return req->thread;
+}
+
+static bool route_matches(const m0_route *rt, const char *method, const char *path, bool is_head)
+{
+        if (rt->method && strcmp(rt->method, method) != 0 &&
+            !(is_head && strcmp(rt->method, "GET") == 0))
+                return false;
+        if (rt->flags & M0_ROUTE_PREFIX)
+                return strncmp(path, rt->path, strlen(rt->path)) == 0;
+        return strcmp(path, rt->path) == 0;
+}
+
+int m0__app_handle(struct m0_loop *l, m0_req *req, m0_res *res, bool is_head)
+{
+        const m0_app *app = l->host->app;
+        m0_handler_fn fn = NULL;
+        bool path_known = false;
+        if (app->routes) {
+                for (const m0_route *rt = app->routes; rt->path; rt++) {
+                        if (route_matches(rt, req->method, req->path, is_head)) {
+                                fn = rt->handler;
+                                break;
+                        }
+                        if (route_matches(&(m0_route){.path = rt->path, .flags = rt->flags},
+                                          req->method, req->path, is_head))
+                                path_known = true;
+                }
+        }
+        if (!fn)
+                fn = app->dispatch;
+        if (!fn) {
+                if (path_known) {
+                        m0_res_text(res, 405, "405 Method Not Allowed\n");
+                        return 0;
+                }
+                m0_res_text(res, 404, "404 Not Found\n");
+                return 0;
+        }
+        int r = fn(req, res, l->state);
+        if (r < 0) {
+                m0__res_reset(res);
+                m0_res_text(res, 500, "500 Internal Server Error\n");
+        }
+        return r;
+}

@@ -1,0 +1,290 @@
+/* SPDX-License-Identifier: MIT */
+/* response.c: the response builder apps fill and its serialization on the wire (H4, H5). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "internal.h"
+
+#define RES_MAX_HEADERS 64
+#define RES_MAX_HEAD_BYTES (16 * 1024)
+
+const char *m0__status_reason(int status)
+{
+        switch (status) {
+        case 100: return "Continue";
+        case 200: return "OK";
+        case 201: return "Created";
+        case 202: return "Accepted";
+        case 204: return "No Content";
+        case 301: return "Moved Permanently";
+        case 302: return "Found";
+        case 303: return "See Other";
+        case 304: return "Not Modified";
+        case 307: return "Temporary Redirect";
+        case 308: return "Permanent Redirect";
+        case 400: return "Bad Request";
+        case 401: return "Unauthorized";
+        case 403: return "Forbidden";
+        case 404: return "Not Found";
+        case 405: return "Method Not Allowed";
+        case 408: return "Request Timeout";
+        case 409: return "Conflict";
+        case 411: return "Length Required";
+        case 413: return "Content Too Large";
+        case 414: return "URI Too Long";
+        case 415: return "Unsupported Media Type";
+        case 417: return "Expectation Failed";
+        case 422: return "Unprocessable Content";
+        case 429: return "Too Many Requests";
+        case 431: return "Request Header Fields Too Large";
+        case 500: return "Internal Server Error";
+        case 501: return "Not Implemented";
+        case 502: return "Bad Gateway";
+        case 503: return "Service Unavailable";
+        case 504: return "Gateway Timeout";
+        case 505: return "HTTP Version Not Supported";
+        default: return "Unknown";
+        }
+}
+
+void m0__res_reset(struct m0_res *res)
+{
+        res->status = 200;
+        res->head.len = 0;
+        res->nheaders = 0;
+        res->body.len = 0;
+}
+
+/* A status line plus the host's own headers, cached per status for the common ones. */
+static int status_line(struct m0_buf *out, int status)
+{
+        if (status == 200) {
+                static const char ok[] = "HTTP/1.1 200 OK\r\nServer: m0\r\n";
+                return m0__buf_append(out, ok, sizeof(ok) - 1);
+        }
+        return m0__buf_printf(out, "HTTP/1.1 %d %s\r\nServer: m0\r\n", status,
+                              m0__status_reason(status));
+}
+
+/* Decimal digits of v into the end of buf; returns where they start. */
+static char *utoa_rev(char *end, uint64_t v)
+{
+        do {
+                *--end = (char)('0' + v % 10);
+                v /= 10;
+        } while (v);
+        return end;
+}
+
+int m0__res_serialize(struct m0_loop *l, const struct m0_res *res, bool head_only, bool close,
+                      struct m0_buf *out)
+{
+        int r = m0__buf_reserve(out, 160 + l->date_len + res->head.len +
+                                             (head_only ? 0 : res->body.len));
+        if (r < 0)
+                return r;
+        r = status_line(out, res->status);
+        if (r < 0)
+                return r;
+        char *p = out->data + out->len;
+        memcpy(p, l->date, l->date_len);
+        p += l->date_len;
+        /* 1xx, 204 and 304 carry no Content-Length (RFC 9110 8.6); everything else does. */
+        bool no_len = res->status == 204 || res->status == 304 || res->status < 200;
+        if (!no_len) {
+                char num[24];
+                char *d = utoa_rev(num + sizeof(num), res->body.len);
+                size_t dn = (size_t)(num + sizeof(num) - d);
+                memcpy(p, "Content-Length: ", 16);
+                p += 16;
+                memcpy(p, d, dn);
+                p += dn;
+                *p++ = '\r';
+                *p++ = '\n';
+        }
+        if (close) {
+                memcpy(p, "Connection: close\r\n", 19);
+                p += 19;
+        }
+        out->len = (size_t)(p - out->data);
+        if (res->head.len) {
+                memcpy(out->data + out->len, res->head.data, res->head.len);
+                out->len += res->head.len;
+        }
+        out->data[out->len++] = '\r';
+        out->data[out->len++] = '\n';
+        if (!head_only && !no_len && res->body.len) {
+                memcpy(out->data + out->len, res->body.data, res->body.len);
+                out->len += res->body.len;
+        }
+        return 0;
+}
+
+int m0__res_error(struct m0_loop *l, int status, struct m0_buf *out)
+{
+        char body[96];
+        int n = snprintf(body, sizeof(body), "%d %s\n", status, m0__status_reason(status));
+        struct m0_res res = {.status = status};
+        static const char ct[] = "Content-Type: text/plain; charset=utf-8\r\n";
+        res.head.data = (char *)ct;
+        res.head.len = sizeof(ct) - 1;
+        res.body.data = body;
+        res.body.len = (size_t)n;
+        return m0__res_serialize(l, &res, false, true, out);
+}
+
+/* ---- the public builder ---- */
+
+int m0_res_status(m0_res *res, int status)
+{
+        if (status < 200 || status > 599)
+                return -EINVAL;
+        res->status = status;
+        return 0;
+}
+
+static bool reserved_header(const char *name)
+{
+        static const char *const own[] = {"content-length", "transfer-encoding", "date", "server",
+                                          "connection"};
+        for (size_t i = 0; i < M0__ARRAY_SIZE(own); i++)
+                if (strcasecmp(name, own[i]) == 0)
+                        return true;
+        return false;
+}
+
+static bool token(const char *s)
+{
+        if (!*s)
+                return false;
+        for (; *s; s++) {
+                unsigned char ch = (unsigned char)*s;
+                if (ch <= 0x20 || ch >= 0x7f || strchr("\"(),/:;<=>?@[\\]{}", ch))
+                        return false;
+        }
+        return true;
+}
+
+static int add_header(m0_res *res, const char *name, const char *value, size_t vlen)
+{
+        if (!name || !value || !token(name) || reserved_header(name))
+                return -EINVAL;
+        for (size_t i = 0; i < vlen; i++) {
+                unsigned char ch = (unsigned char)value[i];
+                if (ch == '\r' || ch == '\n' || ch == '\0' || (ch < 0x20 && ch != '\t') ||
+                    ch == 0x7f)
+                        return -EINVAL;
+        }
+        size_t nlen = strlen(name);
+        if (res->nheaders >= RES_MAX_HEADERS ||
+            res->head.len + nlen + vlen + 4 > RES_MAX_HEAD_BYTES)
+                return -ENOBUFS;
+        int r = m0__buf_reserve(&res->head, nlen + vlen + 4);
+        if (r < 0)
+                return r;
+        char *p = res->head.data + res->head.len;
+        memcpy(p, name, nlen);
+        p += nlen;
+        *p++ = ':';
+        *p++ = ' ';
+        memcpy(p, value, vlen);
+        p += vlen;
+        *p++ = '\r';
+        *p++ = '\n';
+        res->head.len = (size_t)(p - res->head.data);
+        res->nheaders++;
+        return 0;
+}
+
+int m0_res_header(m0_res *res, const char *name, const char *value)
+{
+        return add_header(res, name, value, value ? strlen(value) : 0);
+}
+
+int m0_res_headerf(m0_res *res, const char *name, const char *fmt, ...)
+{
+        char v[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(v, sizeof(v), fmt, ap);
+        va_end(ap);
+        if (n < 0)
+                return -EINVAL;
+        if ((size_t)n >= sizeof(v))
+                return -ENOBUFS;
+        return add_header(res, name, v, (size_t)n);
+}
+
+int m0_res_write(m0_res *res, const void *data, size_t len)
+{
+        return m0__buf_append(&res->body, data, len);
+}
+
+int m0_res_printf(m0_res *res, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        int r = m0__buf_vprintf(&res->body, fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+int m0_res_json_string(m0_res *res, const char *s)
+{
+        static const char hex[] = "0123456789abcdef";
+        size_t n = strlen(s);
+        int r = m0__buf_reserve(&res->body, n + 2);
+        if (r < 0)
+                return r;
+        r = m0__buf_append(&res->body, "\"", 1);
+        for (const unsigned char *p = (const unsigned char *)s; r == 0 && *p; p++) {
+                char e[7];
+                switch (*p) {
+                case '"': r = m0__buf_append(&res->body, "\\\"", 2); break;
+                case '\\': r = m0__buf_append(&res->body, "\\\\", 2); break;
+                case '\n': r = m0__buf_append(&res->body, "\\n", 2); break;
+                case '\r': r = m0__buf_append(&res->body, "\\r", 2); break;
+                case '\t': r = m0__buf_append(&res->body, "\\t", 2); break;
+                default:
+                        if (*p < 0x20) {
+                                e[0] = '\\', e[1] = 'u', e[2] = '0', e[3] = '0';
+                                e[4] = hex[*p >> 4], e[5] = hex[*p & 15];
+                                r = m0__buf_append(&res->body, e, 6);
+                        } else {
+                                r = m0__buf_append(&res->body, p, 1);
+                        }
+                }
+        }
+        if (r == 0)
+                r = m0__buf_append(&res->body, "\"", 1);
+        return r;
+}
+
+int m0_res_json(m0_res *res, int status, const char *fmt, ...)
+{
+        int r = m0_res_status(res, status);
+        if (r < 0)
+                return r;
+        r = m0_res_header(res, "Content-Type", "application/json");
+        if (r < 0)
+                return r;
+        va_list ap;
+        va_start(ap, fmt);
+        r = m0__buf_vprintf(&res->body, fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+int m0_res_text(m0_res *res, int status, const char *text)
+{
+        int r = m0_res_status(res, status);
+        if (r < 0)
+                return r;
+        r = m0_res_header(res, "Content-Type", "text/plain; charset=utf-8");
+        if (r < 0)
+                return r;
+        return m0__buf_append(&res->body, text, strlen(text));
+}
