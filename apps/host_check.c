@@ -15,6 +15,13 @@ struct state {
         unsigned long long served; /* requests this handler answered: one counter per handler */
 };
 
+static void sleep_ms(long ms)
+{
+        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                ;
+}
+
 static int where(m0_req *req, m0_res *res, struct state *st)
 {
         st->served++;
@@ -56,9 +63,7 @@ static int slow(m0_req *req, m0_res *res, void *state)
         r = m0_req_query_int(req, "ms", 0, 60000, &ms);
         if (r < 0 && r != -ENOENT)
                 return m0_res_text(res, 400, "ms must be a whole number from 0 to 60000\n");
-        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-                ;
+        sleep_ms(ms);
         return m0_res_json(res, 200, "{\"slept_ms\":%ld}\n", ms);
 }
 
@@ -68,20 +73,35 @@ static long env_long(const char *name, long def)
         return v && *v ? strtol(v, NULL, 10) : def;
 }
 
+/* POST /echo: the body back, as received (chunked bodies arrive decoded). */
+static int echo(m0_req *req, m0_res *res, void *state)
+{
+        int r = where(req, res, state);
+        if (r < 0)
+                return r;
+        size_t len;
+        const void *body = m0_req_body(req, &len);
+        r = m0_res_header(res, "Content-Type", "application/octet-stream");
+        return r < 0 ? r : m0_res_write(res, body, len);
+}
+
 /*
  * Test knobs (L3): M0_HOSTCHECK_LOOP_MAKE_FAILS=<loop> makes that loop's make fail after
- * M0_HOSTCHECK_MAKE_DELAY_MS; every other loop builds at once.
+ * M0_HOSTCHECK_MAKE_DELAY_MS while every other loop builds at once; without it, the delay
+ * slows every loop's make and each then succeeds.
  */
 static int make(const m0_handler_info *info, void **ret_state, char *err, size_t err_len)
 {
         long fail_loop = env_long("M0_HOSTCHECK_LOOP_MAKE_FAILS", -1);
+        long delay = env_long("M0_HOSTCHECK_MAKE_DELAY_MS", 0);
         if (info->kind == M0_THREAD_LOOP && info->loop == fail_loop) {
-                long delay = env_long("M0_HOSTCHECK_MAKE_DELAY_MS", 0);
                 if (delay > 0)
-                        usleep((useconds_t)delay * 1000);
+                        sleep_ms(delay);
                 snprintf(err, err_len, "M0_HOSTCHECK_LOOP_MAKE_FAILS=%ld asked for it", fail_loop);
                 return -EIO;
         }
+        if (fail_loop < 0 && delay > 0)
+                sleep_ms(delay);
         struct state *st = calloc(1, sizeof(*st));
         if (!st)
                 return -ENOMEM;
@@ -92,11 +112,9 @@ static int make(const m0_handler_info *info, void **ret_state, char *err, size_t
 }
 
 static const m0_route routes[] = {
-        {"GET", "/health", health, 0},
-        {"GET", "/pid", pid, 0},
-        {"GET", "/instance", instance, 0},
-        {"GET", "/slow", slow, M0_ROUTE_BLOCKING},
-        {NULL, NULL, NULL, 0},
+        {"GET", "/health", health, 0},     {"GET", "/pid", pid, 0},
+        {"GET", "/instance", instance, 0}, {"GET", "/slow", slow, M0_ROUTE_BLOCKING},
+        {"POST", "/echo", echo, 0},        {NULL, NULL, NULL, 0},
 };
 
 static const m0_app app = {
