@@ -38,6 +38,7 @@ struct m0_conn {
         bool closing;     /* answer no more; close once the output is out */
         bool lingering;   /* output out, write side shut; dropping the client's bytes */
         bool eof;
+        bool busy;      /* a pool thread is answering the current request */
         int err_status; /* the status a callback chose when it stopped the parser */
 
         struct m0_buf body;
@@ -148,6 +149,8 @@ void m0__conn_close(struct m0_conn *c)
         m0__buf_free(&c->out);
         atomic_fetch_sub(&l->load, 1);
         atomic_fetch_sub(&l->host->conns, 1);
+        if (c->busy)
+                return; /* the job names c: it is freed when the job comes back */
         /* Events later in this batch may still name c: free it after the batch. */
         c->tnext = l->dead;
         l->dead = c;
@@ -319,14 +322,34 @@ static void dispatch(struct m0_conn *c)
         req->loop = l->index;
         req->thread = -1;
         req->arena.len = 0;
+        bool blocking = false;
+        int status = 0;
+        m0_handler_fn fn = m0__app_route(h->app, req, is_head, &blocking, &status);
+        if (fn && blocking && l->pool.nthreads > 0) {
+                struct m0_job *job = m0__job_new(c, req);
+                if (job) {
+                        job->fn = fn;
+                        job->loop = l;
+                        job->is_head = is_head;
+                        job->keep_alive = keep;
+                        c->busy = true;
+                        timer_unlink(c);
+                        m0__pool_submit(&l->pool, job);
+                        goto done;
+                }
+                /* no memory for a job: answer on the loop rather than not at all */
+        }
         m0__res_reset(&l->res);
-        (void)m0__app_handle(l, req, &l->res, is_head);
+        m0__thread_request_set(h, req->method, req->path);
+        m0__app_run(fn, status, req, &l->res, l->state);
+        m0__thread_request_set(h, NULL, NULL);
         if (m0__res_serialize(l, &l->res, is_head, !keep, &l->wbuf) < 0) {
                 (void)m0__res_error(l, 500, &l->wbuf);
                 keep = false;
         }
         if (!keep)
                 c->closing = true;
+done:
         /* A large body's buffer is not kept for the next request. */
         if (c->body.cap > 64 * 1024)
                 m0__buf_free(&c->body);
@@ -350,7 +373,7 @@ static size_t process(struct m0_conn *c, char *base, size_t len, size_t pos)
         const struct m0_config *cfg = &l->host->cfg;
         l->cur_base = base;
         l->cur_len = len;
-        while (pos < len && !c->closing) {
+        while (pos < len && !c->closing && !c->busy) {
                 if (l->wbuf.len >= cfg->max_output_bytes)
                         break;
                 llhttp_errno_t e = llhttp_execute(&c->parser, base + pos, len - pos);
@@ -371,8 +394,8 @@ static size_t process(struct m0_conn *c, char *base, size_t len, size_t pos)
                 refuse(c, c->err_status ? c->err_status : 400);
                 pos = len;
         }
-        if (c->closing)
-                return len;
+        if (c->closing || c->busy)
+                return c->closing ? len : pos;
         /* Heads still arriving: 414 for a request line past the URI bound, 431 past the head bound. */
         if (c->phase == PH_HEAD && c->req_started) {
                 size_t have = len - c->req_off;
@@ -466,6 +489,13 @@ static bool flush(struct m0_conn *c)
                 m0__timer_set(c, M0_TIMER_WRITE);
                 return false;
         }
+        if (c->busy) {
+                /* Read nothing more until the pool answers: pipelined bytes wait, in order. */
+                (void)set_events(c, 0);
+                timer_unlink(c);
+                return false;
+        }
+        (void)set_events(c, EPOLLIN);
         if (c->closing || c->eof) {
                 linger_or_close(c);
                 return false;
@@ -590,6 +620,11 @@ static void on_writable(struct m0_conn *c)
         }
         m0__buf_free(&c->out);
         c->out_off = 0;
+        if (c->busy) {
+                (void)set_events(c, 0);
+                timer_unlink(c);
+                return;
+        }
         if (c->closing || c->eof) {
                 linger_or_close(c);
                 return;
@@ -615,8 +650,37 @@ void m0__conn_event(struct m0_conn *c, uint32_t events)
                 if (c->events & EPOLLIN)
                         on_readable(c);
                 else if (events & (EPOLLHUP | EPOLLERR))
-                        m0__conn_close(c);
+                        m0__conn_close(c); /* a busy one is freed when its job returns */
         }
+}
+
+void m0__conn_job_done(struct m0_loop *l, struct m0_job *job)
+{
+        struct m0_conn *c = job->conn;
+        if (c->fd < 0) {
+                /* closed while the pool worked: nobody to answer */
+                m0__job_free(job);
+                free(c);
+                return;
+        }
+        c->busy = false;
+        bool keep = job->keep_alive && !l->stopping;
+        if (m0__res_serialize(l, &job->res, job->is_head, !keep, &l->wbuf) < 0) {
+                (void)m0__res_error(l, 500, &l->wbuf);
+                keep = false;
+        }
+        m0__job_free(job);
+        if (!keep)
+                c->closing = true;
+        if (flush(c))
+                run_buffered(c);
+}
+
+void m0__job_discard(struct m0_job *job)
+{
+        if (job->conn->fd < 0)
+                free(job->conn);
+        m0__job_free(job);
 }
 
 void m0__conn_timer_fire(struct m0_conn *c)

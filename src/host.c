@@ -46,6 +46,23 @@ static struct timespec deadline_after(uint64_t ms)
         return ts;
 }
 
+bool m0__barrier_wait(struct m0_host *h, const char *who, int make_r, const char *why)
+{
+        pthread_mutex_lock(&h->lock);
+        if (make_r < 0 && h->failed_loop < 0) {
+                h->failed_loop = 1; /* any failure; `failed_who` names it */
+                snprintf(h->failed_who, sizeof(h->failed_who), "%s", who);
+                snprintf(h->failed_msg, sizeof(h->failed_msg), "%s", why);
+        }
+        h->reported++;
+        pthread_cond_broadcast(&h->cond);
+        while (h->gate == M0_GATE_WAIT)
+                pthread_cond_wait(&h->cond, &h->lock);
+        bool go = h->gate == M0_GATE_GO;
+        pthread_mutex_unlock(&h->lock);
+        return go;
+}
+
 static void post_stop_all(struct m0_host *h)
 {
         for (int i = 0; i < h->nloops; i++) {
@@ -80,6 +97,25 @@ static int join_loops(struct m0_host *h, uint64_t bound_ms, bool *joined)
                         "loop %d still running past the drain's bound (%llu ms)", i,
                         (unsigned long long)bound_ms);
                 code = M0__EXIT_FAIL;
+        }
+        /* Pool threads finish their queue once their loop stopped; same deadline (X2). */
+        for (int i = 0; i < h->nloops; i++) {
+                struct m0_pool *p = &h->loops[i].pool;
+                if (!joined[i])
+                        m0__pool_stop(p); /* the loop never got there: stop its pool anyway */
+                for (int t = 0; t < p->nthreads; t++) {
+                        if (!p->threads[t].started)
+                                continue;
+                        if (pthread_timedjoin_np(p->threads[t].thread, NULL, &dl) == 0) {
+                                p->threads[t].started = false;
+                                continue;
+                        }
+                        m0__log(M0_LOG_ERR, i, M0_MID_DRAIN_TIMEOUT,
+                                "loop %d pool thread %d still running past the drain's bound "
+                                "(%llu ms)",
+                                i, t, (unsigned long long)bound_ms);
+                        code = M0__EXIT_FAIL;
+                }
         }
         return code;
 }
@@ -135,13 +171,27 @@ static int serve(struct m0_host *h)
                 }
         }
         for (int i = 0; code == M0__EXIT_OK && i < h->nloops; i++) {
-                int r = pthread_create(&h->loops[i].thread, NULL, m0__loop_main, &h->loops[i]);
+                struct m0_loop *l = &h->loops[i];
+                int r = pthread_create(&l->thread, NULL, m0__loop_main, l);
                 if (r != 0) {
                         m0__log(M0_LOG_ERR, i, NULL, "cannot start loop %d: %s", i, strerror(r));
                         code = M0__EXIT_FAIL;
                         break;
                 }
+                l->started = true;
                 started++;
+                for (int t = 0; t < l->pool.nthreads; t++) {
+                        r = pthread_create(&l->pool.threads[t].thread, NULL, m0__pool_main,
+                                           &l->pool.threads[t]);
+                        if (r != 0) {
+                                m0__log(M0_LOG_ERR, i, NULL, "cannot start loop %d's pool: %s", i,
+                                        strerror(r));
+                                code = M0__EXIT_FAIL;
+                                break;
+                        }
+                        l->pool.threads[t].started = true;
+                        started++;
+                }
         }
 
         /* The barrier (L1, L3): nobody accepts until every loop has built its handler. */
@@ -162,13 +212,24 @@ static int serve(struct m0_host *h)
         pthread_mutex_unlock(&h->lock);
 
         if (!go) {
-                for (int i = 0; i < started; i++)
-                        pthread_join(h->loops[i].thread, NULL);
+                for (int i = 0; i < h->nloops; i++) {
+                        struct m0_loop *l = &h->loops[i];
+                        if (l->started)
+                                pthread_join(l->thread, NULL);
+                        l->started = false;
+                        for (int t = 0; t < l->pool.nthreads; t++)
+                                if (l->pool.threads[t].started)
+                                        pthread_join(l->pool.threads[t].thread, NULL);
+                        for (int t = 0; t < l->pool.nthreads; t++)
+                                l->pool.threads[t].started = false;
+                        joined[i] = true;
+                }
                 if (h->failed_loop >= 0) {
                         char finding[400];
-                        snprintf(finding, sizeof(finding), "loop %d's make failed: %s",
-                                 h->failed_loop, h->failed_msg);
-                        code = refuse(finding, "the app could not build its handler");
+                        snprintf(finding, sizeof(finding), "%s's make failed: %s", h->failed_who,
+                                 h->failed_msg);
+                        code = refuse(finding,
+                                      "the app could not build its handler; no loop accepted");
                 }
                 goto out;
         }
@@ -225,8 +286,12 @@ static int serve(struct m0_host *h)
 out:
         for (int i = 0; i < h->nloops; i++) {
                 /* A straggler still runs: its loop's memory stays, the process is ending. */
-                if (joined[i] || !h->loops[i].thread || i >= started)
-                        m0__loop_destroy(&h->loops[i]);
+                struct m0_loop *l = &h->loops[i];
+                bool pool_running = false;
+                for (int t = 0; t < l->pool.nthreads; t++)
+                        pool_running |= l->pool.threads[t].started;
+                if ((joined[i] || !l->started) && !pool_running)
+                        m0__loop_destroy(l);
         }
         free(joined);
         close(sfd);

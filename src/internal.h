@@ -189,6 +189,7 @@ struct m0_conn;
 enum m0_msg_kind {
         M0_MSG_CONN = 1, /* a connection handed over by another loop's accept */
         M0_MSG_STOP,     /* the drain begins */
+        M0_MSG_JOB,      /* a pool thread finished a job of this loop's */
 };
 
 /* One mailbox entry; allocated by the sender, freed by the receiving loop. */
@@ -196,6 +197,7 @@ struct m0_msg {
         struct m0_msg *next;
         enum m0_msg_kind kind;
         int fd;
+        struct m0_job *job;
 };
 
 /* The request as handlers see it; one per loop, reused. */
@@ -240,10 +242,46 @@ enum m0_timer_class {
         M0_TIMER_N,
 };
 
+/* A blocking request on its way to a pool thread and back (P1). Owned by the pool while queued
+ * and running, by the loop once posted back. */
+struct m0_job {
+        struct m0_job *next;
+        struct m0_conn *conn;
+        struct m0_loop *loop;
+        m0_handler_fn fn;
+        bool is_head;
+        bool keep_alive;
+        int rc;
+        struct m0_req req; /* points into `mem` */
+        struct m0_res res; /* built on the pool thread */
+        char *mem;
+};
+
+/* One pool thread of one loop. */
+struct m0_pool_thread {
+        struct m0_loop *loop;
+        int index;
+        pthread_t thread;
+        bool started;
+        void *state;
+        atomic_bool busy_past_bound;
+};
+
+/* A loop's pool: its threads share one queue. */
+struct m0_pool {
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        struct m0_job *head, *tail;
+        bool stop;
+        int nthreads;
+        struct m0_pool_thread *threads;
+};
+
 struct m0_loop {
         struct m0_host *host;
         int index;
         pthread_t thread;
+        bool started;
         int epfd;
 
         /* mailbox: any thread pushes under `mb_lock`; the loop drains. Woken on empty→non-empty. */
@@ -285,12 +323,29 @@ struct m0_loop {
         size_t cur_len;
         struct m0_buf wbuf; /* responses of the connection being served, written in one go */
 
+        struct m0_pool pool;
         struct m0_req req;
         struct m0_res res;
         char *rscratch; /* read buffer shared by the loop's connections between requests */
         size_t rscratch_cap;
         atomic_uint_fast64_t heartbeat;
 };
+
+/* pool.c */
+int m0__pool_init(struct m0_pool *p, struct m0_loop *l, int nthreads);
+void m0__pool_destroy(struct m0_pool *p);
+/* Queue `job` for the loop's pool (the loop's thread). */
+void m0__pool_submit(struct m0_pool *p, struct m0_job *job);
+/* Tell the pool's threads to finish the queue and end. Any thread. */
+void m0__pool_stop(struct m0_pool *p);
+void *m0__pool_main(void *arg);
+/* Copy a request the loop indexed into a job of its own; NULL on ENOMEM. */
+struct m0_job *m0__job_new(struct m0_conn *c, const m0_req *req);
+void m0__job_free(struct m0_job *job);
+/* The loop's side: the job came back through the mailbox. */
+void m0__conn_job_done(struct m0_loop *l, struct m0_job *job);
+/* A job that came back to a loop that is gone: free it, and its connection if that was closed. */
+void m0__job_discard(struct m0_job *job);
 
 /* loop.c */
 int m0__loop_init(struct m0_loop *l, struct m0_host *h, int index);
@@ -353,7 +408,8 @@ struct m0_host {
         pthread_mutex_t lock;
         pthread_cond_t cond;
         int reported;
-        int failed_loop; /* first loop whose make failed, -1 */
+        int failed_loop;     /* 1 once a make failed, -1 */
+        char failed_who[64]; /* "loop 1", "loop 0 pool thread 1", "the producer" */
         char failed_msg[256];
         enum { M0_GATE_WAIT, M0_GATE_GO, M0_GATE_ABORT } gate;
 
@@ -364,7 +420,22 @@ struct m0_host {
 /* doctor.c: print the doctor's report (D1); returns the exit code serving would return. */
 int m0__doctor(struct m0_host *h, const struct m0_check *checks, size_t n, int first, FILE *out);
 
-/* Route a request to the app (route table, then dispatch, then 404). */
-int m0__app_handle(struct m0_loop *l, m0_req *req, m0_res *res, bool is_head);
+/*
+ * Report the outcome of a thread's `make` and wait at the barrier (L1, L3). `who` names the
+ * thread ("loop 1"). Returns true when every handler was built and serving begins.
+ */
+bool m0__barrier_wait(struct m0_host *h, const char *who, int make_r, const char *why);
+/* Record the request this thread is serving (NULL when none): the watchdog and crash reports
+ * name it. */
+void m0__thread_request_set(struct m0_host *h, const char *method, const char *path);
+
+/*
+ * Find the handler for a request: the route table, then the app's dispatch. NULL when nothing
+ * matches, with *ret_status 404 or 405. *ret_blocking tells whether the route is M0_ROUTE_BLOCKING.
+ */
+m0_handler_fn m0__app_route(const m0_app *app, const m0_req *req, bool is_head, bool *ret_blocking,
+                            int *ret_status);
+/* Run `fn` (NULL: answer *status) and turn a failure into a 500. */
+void m0__app_run(m0_handler_fn fn, int status, m0_req *req, m0_res *res, void *state);
 
 #endif /* M0_INTERNAL_H */

@@ -28,6 +28,9 @@ int m0__loop_init(struct m0_loop *l, struct m0_host *h, int index)
         l->mb_fd = -1;
         l->reserve_fd = -1;
         pthread_mutex_init(&l->mb_lock, NULL);
+        int r = m0__pool_init(&l->pool, l, (int)h->cfg.blocking_threads);
+        if (r < 0)
+                return r;
         l->epfd = epoll_create1(EPOLL_CLOEXEC);
         if (l->epfd < 0)
                 return -errno;
@@ -79,6 +82,8 @@ void m0__loop_destroy(struct m0_loop *l)
                 next = m->next;
                 if (m->kind == M0_MSG_CONN && m->fd >= 0)
                         close(m->fd);
+                if (m->kind == M0_MSG_JOB)
+                        m0__job_discard(m->job);
                 free(m);
         }
         l->mb_head = l->mb_tail = NULL;
@@ -96,6 +101,8 @@ void m0__loop_destroy(struct m0_loop *l)
         m0__buf_free(&l->req.arena);
         m0__buf_free(&l->res.head);
         m0__buf_free(&l->res.body);
+        m0__buf_free(&l->wbuf);
+        m0__pool_destroy(&l->pool);
         pthread_mutex_destroy(&l->mb_lock);
 }
 
@@ -185,6 +192,7 @@ static void drain_mailbox(struct m0_loop *l)
                         (void)m0__conn_admit(l, m->fd);
                         break;
                 case M0_MSG_STOP: begin_stop(l); break;
+                case M0_MSG_JOB: m0__conn_job_done(l, m->job); break;
                 }
                 free(m);
                 m = next;
@@ -266,22 +274,17 @@ static int serve(struct m0_loop *l)
         return 0;
 }
 
-/* Report the outcome of `make` and wait at the barrier. true: serve; false: the start is refused. */
-static bool barrier(struct m0_loop *l, int make_r, const char *why)
+/* The request this thread is serving, for the crash report and the watchdog. */
+static __thread char thread_request[160];
+
+void m0__thread_request_set(struct m0_host *h, const char *method, const char *path)
 {
-        struct m0_host *h = l->host;
-        pthread_mutex_lock(&h->lock);
-        if (make_r < 0 && h->failed_loop < 0) {
-                h->failed_loop = l->index;
-                snprintf(h->failed_msg, sizeof(h->failed_msg), "%s", why);
+        (void)h;
+        if (!method) {
+                thread_request[0] = '\0';
+                return;
         }
-        h->reported++;
-        pthread_cond_broadcast(&h->cond);
-        while (h->gate == M0_GATE_WAIT)
-                pthread_cond_wait(&h->cond, &h->lock);
-        bool go = h->gate == M0_GATE_GO;
-        pthread_mutex_unlock(&h->lock);
-        return go;
+        snprintf(thread_request, sizeof(thread_request), "%s %s", method, path);
 }
 
 void *m0__loop_main(void *arg)
@@ -301,13 +304,16 @@ void *m0__loop_main(void *arg)
                 if (r < 0 && !why[0])
                         snprintf(why, sizeof(why), "%s", strerror(-r));
         }
-        if (barrier(l, r, why)) {
+        char who[32];
+        snprintf(who, sizeof(who), "loop %d", l->index);
+        if (m0__barrier_wait(h, who, r, why)) {
                 r = serve(l);
                 if (r < 0) {
                         l->failed = true;
                         m0__log(M0_LOG_CRIT, l->index, M0_MID_LOOP_CRASHED, "loop %d failed: %s",
                                 l->index, strerror(-r));
                 }
+                m0__pool_stop(&l->pool);
                 m0__log(M0_LOG_INFO, l->index, NULL,
                         "loop stopped: accepted %llu, passed %llu, received %llu, requests %llu",
                         (unsigned long long)l->accepted, (unsigned long long)l->passed,

@@ -171,36 +171,35 @@ static bool route_matches(const m0_route *rt, const char *method, const char *pa
         return strcmp(path, rt->path) == 0;
 }
 
-int m0__app_handle(struct m0_loop *l, m0_req *req, m0_res *res, bool is_head)
+m0_handler_fn m0__app_route(const m0_app *app, const m0_req *req, bool is_head, bool *ret_blocking,
+                            int *ret_status)
 {
-        const m0_app *app = l->host->app;
-        m0_handler_fn fn = NULL;
         bool path_known = false;
-        if (app->routes) {
-                for (const m0_route *rt = app->routes; rt->path; rt++) {
-                        if (route_matches(rt, req->method, req->path, is_head)) {
-                                fn = rt->handler;
-                                break;
-                        }
-                        if (route_matches(&(m0_route){.path = rt->path, .flags = rt->flags},
-                                          req->method, req->path, is_head))
-                                path_known = true;
+        *ret_blocking = false;
+        for (const m0_route *rt = app->routes; rt && rt->path; rt++) {
+                if (route_matches(rt, req->method, req->path, is_head)) {
+                        *ret_blocking = (rt->flags & M0_ROUTE_BLOCKING) != 0;
+                        return rt->handler;
                 }
+                if (route_matches(&(m0_route){.path = rt->path, .flags = rt->flags}, req->method,
+                                  req->path, is_head))
+                        path_known = true;
         }
-        if (!fn)
-                fn = app->dispatch;
+        if (app->dispatch)
+                return app->dispatch;
+        *ret_status = path_known ? 405 : 404;
+        return NULL;
+}
+
+void m0__app_run(m0_handler_fn fn, int status, m0_req *req, m0_res *res, void *state)
+{
         if (!fn) {
-                if (path_known) {
-                        m0_res_text(res, 405, "405 Method Not Allowed\n");
-                        return 0;
-                }
-                m0_res_text(res, 404, "404 Not Found\n");
-                return 0;
+                (void)m0_res_text(res, status,
+                                  status == 405 ? "405 Method Not Allowed\n" : "404 Not Found\n");
+                return;
         }
-        int r = fn(req, res, l->state);
-        if (r < 0) {
+        if (fn(req, res, state) < 0) {
                 m0__res_reset(res);
-                m0_res_text(res, 500, "500 Internal Server Error\n");
+                (void)m0_res_text(res, 500, "500 Internal Server Error\n");
         }
-        return r;
 }

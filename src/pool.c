@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: MIT */
+/* pool.c: a loop's handler pool: threads with handlers of their own for the blocking routes (P1). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+int m0__pool_init(struct m0_pool *p, struct m0_loop *l, int nthreads)
+{
+        memset(p, 0, sizeof(*p));
+        pthread_mutex_init(&p->lock, NULL);
+        pthread_cond_init(&p->cond, NULL);
+        p->nthreads = nthreads;
+        if (nthreads == 0)
+                return 0;
+        p->threads = calloc((size_t)nthreads, sizeof(*p->threads));
+        if (!p->threads)
+                return -ENOMEM;
+        for (int i = 0; i < nthreads; i++) {
+                p->threads[i].loop = l;
+                p->threads[i].index = i;
+        }
+        return 0;
+}
+
+void m0__pool_destroy(struct m0_pool *p)
+{
+        for (struct m0_job *j = p->head, *next; j; j = next) {
+                next = j->next;
+                m0__job_free(j);
+        }
+        p->head = p->tail = NULL;
+        free(p->threads);
+        p->threads = NULL;
+        pthread_cond_destroy(&p->cond);
+        pthread_mutex_destroy(&p->lock);
+}
+
+void m0__pool_submit(struct m0_pool *p, struct m0_job *job)
+{
+        job->next = NULL;
+        pthread_mutex_lock(&p->lock);
+        if (p->tail)
+                p->tail->next = job;
+        else
+                p->head = job;
+        p->tail = job;
+        pthread_cond_signal(&p->cond);
+        pthread_mutex_unlock(&p->lock);
+}
+
+void m0__pool_stop(struct m0_pool *p)
+{
+        pthread_mutex_lock(&p->lock);
+        p->stop = true;
+        pthread_cond_broadcast(&p->cond);
+        pthread_mutex_unlock(&p->lock);
+}
+
+static size_t str_size(const char *s)
+{
+        return strlen(s) + 1;
+}
+
+static char *put(char **at, const char *s)
+{
+        size_t n = strlen(s) + 1;
+        char *d = memcpy(*at, s, n);
+        *at += n;
+        return d;
+}
+
+struct m0_job *m0__job_new(struct m0_conn *c, const m0_req *req)
+{
+        size_t size = sizeof(struct m0_header) * req->nheaders + str_size(req->method) +
+                      str_size(req->path) + str_size(req->query) + req->body_len + 1;
+        for (size_t i = 0; i < req->nheaders; i++)
+                size += str_size(req->headers[i].name) + str_size(req->headers[i].value);
+        struct m0_job *job = calloc(1, sizeof(*job));
+        char *mem = malloc(size);
+        if (!job || !mem) {
+                free(job);
+                free(mem);
+                return NULL;
+        }
+        job->mem = mem;
+        job->conn = c;
+        struct m0_header *hd = (struct m0_header *)(void *)mem;
+        char *at = mem + sizeof(struct m0_header) * req->nheaders;
+        for (size_t i = 0; i < req->nheaders; i++) {
+                hd[i].name = put(&at, req->headers[i].name);
+                hd[i].value = put(&at, req->headers[i].value);
+        }
+        job->req.headers = hd;
+        job->req.nheaders = req->nheaders;
+        job->req.method = put(&at, req->method);
+        job->req.path = put(&at, req->path);
+        job->req.query = put(&at, req->query);
+        if (req->body_len)
+                memcpy(at, req->body, req->body_len);
+        at[req->body_len] = '\0';
+        job->req.body = at;
+        job->req.body_len = req->body_len;
+        job->req.loop = req->loop;
+        job->res.status = 200;
+        return job;
+}
+
+void m0__job_free(struct m0_job *job)
+{
+        if (!job)
+                return;
+        m0__buf_free(&job->req.arena);
+        m0__buf_free(&job->res.head);
+        m0__buf_free(&job->res.body);
+        free(job->mem);
+        free(job);
+}
+
+/* The pool thread: build the handler, wait at the barrier, then run jobs until stopped. */
+void *m0__pool_main(void *arg)
+{
+        struct m0_pool_thread *t = arg;
+        struct m0_loop *l = t->loop;
+        struct m0_host *h = l->host;
+        struct m0_pool *p = &l->pool;
+        char name[16];
+        snprintf(name, sizeof(name), "m0-pool-%d.%d", l->index, t->index);
+        pthread_setname_np(pthread_self(), name);
+
+        char why[200] = "";
+        int r = 0;
+        if (h->app->make) {
+                m0_handler_info info = {.kind = M0_THREAD_POOL,
+                                        .loop = l->index,
+                                        .thread = t->index,
+                                        .loops = h->nloops};
+                r = h->app->make(&info, &t->state, why, sizeof(why));
+                if (r < 0 && !why[0])
+                        snprintf(why, sizeof(why), "%s", strerror(-r));
+        }
+        char who[64];
+        snprintf(who, sizeof(who), "loop %d pool thread %d", l->index, t->index);
+        if (m0__barrier_wait(h, who, r, why)) {
+                for (;;) {
+                        pthread_mutex_lock(&p->lock);
+                        while (!p->head && !p->stop)
+                                pthread_cond_wait(&p->cond, &p->lock);
+                        struct m0_job *job = p->head;
+                        if (job) {
+                                p->head = job->next;
+                                if (!p->head)
+                                        p->tail = NULL;
+                        }
+                        pthread_mutex_unlock(&p->lock);
+                        if (!job)
+                                break; /* stopped, and the queue is empty */
+                        job->req.thread = t->index;
+                        m0__thread_request_set(h, job->req.method, job->req.path);
+                        m0__app_run(job->fn, 0, &job->req, &job->res, t->state);
+                        m0__thread_request_set(h, NULL, NULL);
+                        struct m0_msg *m = calloc(1, sizeof(*m));
+                        if (!m) {
+                                /* the connection waits for an answer that cannot be delivered:
+                                 * the drain's bound cuts it */
+                                m0__job_free(job);
+                                continue;
+                        }
+                        m->kind = M0_MSG_JOB;
+                        m->fd = -1;
+                        m->job = job;
+                        (void)m0__loop_post(l, m);
+                }
+        }
+        if (h->app->free && t->state)
+                h->app->free(t->state);
+        t->state = NULL;
+        return NULL;
+}
