@@ -1,0 +1,651 @@
+# SPDX-License-Identifier: MIT
+"""m0test: the integration harness — spawns an app the way systemd would (passed sockets on fds
+3.., LISTEN_PID set to the app's own PID, a NOTIFY_SOCKET this harness reads) and talks HTTP/1.1
+to it over raw sockets. Standard library only (Python 3.11, Debian 12)."""
+
+import os
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# Every server this module started and has not reaped yet; run.py reaps them after each test.
+_live = []
+_live_lock = threading.Lock()
+
+
+class HarnessError(AssertionError):
+    """The server did not do what the harness waited for (no READY, no exit, no response...)."""
+
+
+def build_dir():
+    """$M0_BUILD (a build tree), default `build` at the top of the repository."""
+    b = os.environ.get("M0_BUILD", "build")
+    if os.path.isabs(b):
+        return b
+    if os.path.isdir(b):
+        return os.path.abspath(b)
+    return os.path.join(REPO, b)
+
+
+def app_path(app):
+    p = os.path.join(build_dir(), "apps", app)
+    if not os.access(p, os.X_OK):
+        raise HarnessError(f"no executable {p} (set M0_BUILD to a build tree and run make)")
+    return p
+
+
+def clean_env(extra=None):
+    """The caller's environment without anything that would change how the host starts."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not (
+            k.startswith("M0_")
+            or k.startswith("LISTEN_")
+            or k in ("NOTIFY_SOCKET", "JOURNAL_STREAM", "WATCHDOG_USEC", "WATCHDOG_PID")
+        )
+    }
+    for k, v in (extra or {}).items():
+        env[k] = str(v)
+    return env
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def run_app(app, args=(), env=None, timeout=20):
+    """Run an app to completion (usage, --help, refusals before any socket). (rc, stdout, stderr)."""
+    p = subprocess.run(
+        [app_path(app), *args],
+        env=clean_env(env),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=timeout,
+    )
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+# In the child: move the passed sockets to fds 3.. (sd_listen_fds' SD_LISTEN_FDS_START), set
+# LISTEN_PID to this process's PID and exec the app. exec keeps the PID, and the libtool wrapper
+# ends in exec too, so LISTEN_PID is the app's own PID when it reads it.
+_LAUNCH = r"""
+import fcntl, os, sys
+src = [int(x) for x in os.environ.pop("M0TEST_FDS", "").split(",") if x]
+high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 1000) for fd in src]
+for fd in src:
+    os.close(fd)
+for i, fd in enumerate(high):
+    os.dup2(fd, 3 + i, inheritable=True)
+    os.close(fd)
+env = dict(os.environ)
+if src:
+    env["LISTEN_PID"] = str(os.getpid())
+os.execve(sys.argv[1], sys.argv[1:], env)
+"""
+
+
+class Server:
+    """An app under test, started as systemd would start it.
+
+    sockets: a list of socket kinds, each passed on fds 3, 4, ...:
+      "tcp"            a TCP listener on 127.0.0.1, port 0
+      "unix"           a Unix stream listener in a temporary directory
+      "udp"            a bound UDP socket (not a listening stream socket)
+      "tcp-unlistened" a TCP socket that never called listen()
+    or (kind, name) to choose its LISTEN_FDNAMES entry (default: the kind).
+    An empty list passes no socket (the app binds --host:--port itself).
+    notify: create the NOTIFY_SOCKET this harness reads.
+    """
+
+    def __init__(self, app, env=None, args=(), sockets=("tcp",), notify=True, start=True):
+        self.app = app
+        self.env = dict(env or {})
+        self.args = [str(a) for a in args]
+        self.tmp = tempfile.mkdtemp(prefix="m0test-")
+        self.listeners = []  # (kind, name, socket)
+        self.tcp_addr = None
+        self.unix_path = None
+        self.notify_sock = None
+        self.notify_path = None
+        self.datagrams = []  # (monotonic time, text), in the order received
+        self.log = []  # (monotonic time, line without its newline)
+        self._log_cond = threading.Condition()
+        self._log_eof = False
+        self.proc = None
+        self.pidfd = None
+        self.t_spawn = None
+        self.returncode = None
+        self.conns = []
+        try:
+            for spec in sockets:
+                kind, name = (spec, spec) if isinstance(spec, str) else spec
+                self.listeners.append((kind, name, self._make_socket(kind)))
+            if notify:
+                self.notify_path = os.path.join(self.tmp, "notify")
+                self.notify_sock = socket.socket(
+                    socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC
+                )
+                self.notify_sock.bind(self.notify_path)
+                self.notify_sock.setblocking(False)
+            if start:
+                self.start()
+        except BaseException:
+            self.cleanup()
+            raise
+
+    # ---- sockets handed to the app ----
+
+    def _make_socket(self, kind):
+        if kind == "tcp":
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", 0))
+            s.listen(512)
+            if self.tcp_addr is None:
+                self.tcp_addr = s.getsockname()
+            return s
+        if kind == "unix":
+            path = os.path.join(self.tmp, f"s{len(self.listeners)}.sock")
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.bind(path)
+            s.listen(512)
+            if self.unix_path is None:
+                self.unix_path = path
+            return s
+        if kind == "udp":
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.bind(("127.0.0.1", 0))
+            return s
+        if kind == "tcp-unlistened":
+            return socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        raise ValueError(f"unknown socket kind {kind!r}")
+
+    @property
+    def port(self):
+        return self.tcp_addr[1]
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    # ---- process ----
+
+    def start(self):
+        env = clean_env(self.env)
+        fds = [s.fileno() for _, _, s in self.listeners]
+        if fds:
+            env["LISTEN_FDS"] = str(len(fds))
+            env["LISTEN_FDNAMES"] = ":".join(name for _, name, _ in self.listeners)
+            env["M0TEST_FDS"] = ",".join(str(fd) for fd in fds)
+        if self.notify_path:
+            env["NOTIFY_SOCKET"] = self.notify_path
+        self.t_spawn = time.monotonic()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _LAUNCH, app_path(self.app), *self.args],
+            env=env,
+            pass_fds=fds,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            close_fds=True,
+        )
+        try:
+            self.pidfd = os.pidfd_open(self.proc.pid)
+        except (AttributeError, OSError):
+            self.pidfd = None
+        self._reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._reader.start()
+        with _live_lock:
+            _live.append(self)
+        return self
+
+    def _read_stderr(self):
+        f = self.proc.stderr
+        for raw in iter(f.readline, b""):
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            with self._log_cond:
+                self.log.append((time.monotonic(), line))
+                self._log_cond.notify_all()
+        with self._log_cond:
+            self._log_eof = True
+            self._log_cond.notify_all()
+
+    def exited(self):
+        return self.proc.poll() is not None
+
+    def _wait_readable(self, fds, timeout):
+        """select() on fds plus the process's pidfd. Returns the readable fds ('exit' for the pidfd)."""
+        watch = list(fds)
+        if self.pidfd is not None:
+            watch.append(self.pidfd)
+        else:
+            timeout = min(timeout, 0.02)  # no pidfd: look at the process between short waits
+        r, _, _ = select.select(watch, [], [], max(timeout, 0))
+        out = [fd for fd in r if fd != self.pidfd]
+        if self.pidfd in r or (self.pidfd is None and self.exited()):
+            out.append("exit")
+        return out
+
+    def drain_notify(self):
+        """Read every datagram already queued on the notify socket. Returns the new ones."""
+        new = []
+        if self.notify_sock is None:
+            return new
+        while True:
+            try:
+                data = self.notify_sock.recv(65536)
+            except BlockingIOError:
+                break
+            entry = (time.monotonic(), data.decode("utf-8", "replace"))
+            self.datagrams.append(entry)
+            new.append(entry)
+        return new
+
+    def notify_lines(self):
+        """Every line of every datagram received so far, in order."""
+        self.drain_notify()
+        return [line for _, d in self.datagrams for line in d.split("\n") if line]
+
+    def ready_datagram(self):
+        for t, d in self.datagrams:
+            if "READY=1" in d.split("\n"):
+                return t, d
+        return None
+
+    def wait_ready(self, timeout=10):
+        """Block on the notify socket until a datagram with the line READY=1 arrives. Returns it."""
+        if self.notify_sock is None:
+            raise HarnessError("wait_ready needs notify=True")
+        deadline = time.monotonic() + timeout
+        while True:
+            self.drain_notify()
+            got = self.ready_datagram()
+            if got:
+                return got[1]
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise HarnessError(f"no READY=1 within {timeout}s; log:\n{self.log_text()}")
+            ev = self._wait_readable([self.notify_sock], left)
+            if "exit" in ev and self.notify_sock not in ev:
+                self.drain_notify()
+                if self.ready_datagram():
+                    continue
+                rc = self.wait_exit(5)
+                raise HarnessError(
+                    f"{self.app} exited with {rc} before READY=1; log:\n{self.log_text()}"
+                )
+
+    def wait_port(self, port, host="127.0.0.1", timeout=10, interval=0.02):
+        """Readiness without a notify socket: poll connect() until the port accepts."""
+        deadline = time.monotonic() + timeout
+        while True:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                s.settimeout(1)
+                s.connect((host, port))
+                s.close()
+                return
+            except OSError:
+                s.close()
+            if self.exited():
+                raise HarnessError(
+                    f"{self.app} exited with {self.proc.returncode} before {host}:{port} "
+                    f"accepted; log:\n{self.log_text()}"
+                )
+            if time.monotonic() >= deadline:
+                raise HarnessError(f"{host}:{port} did not accept within {timeout}s")
+            self._wait_readable([], interval)
+
+    def wait_exit(self, timeout=10):
+        """Wait for the process to end by itself. Returns its exit status (-N for a signal)."""
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise HarnessError(f"{self.app} still running after {timeout}s")
+            self._wait_readable([], left)
+        self._finish()
+        return self.proc.returncode
+
+    def _finish(self):
+        self.returncode = self.proc.returncode
+        self.drain_notify()
+        self._reader.join(5)
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+        with _live_lock:
+            if self in _live:
+                _live.remove(self)
+
+    def send_signal(self, sig):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+
+    def stop(self, sig=signal.SIGTERM, timeout=10, close_conns=True):
+        """Send `sig`, wait for the exit, SIGKILL past `timeout`. Returns the exit status."""
+        if close_conns:
+            self.close_conns()
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.wait_exit(timeout)
+            except HarnessError:
+                self.proc.kill()
+                self.proc.wait()
+        if self.returncode is None or self.pidfd is not None:
+            self._finish()
+        return self.proc.returncode
+
+    def close_conns(self):
+        for c in self.conns:
+            c.close()
+        self.conns = []
+
+    def cleanup(self):
+        try:
+            self.close_conns()
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            if self.proc is not None:
+                self._finish()
+        finally:
+            for _, _, s in self.listeners:
+                s.close()
+            if self.notify_sock:
+                self.notify_sock.close()
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            if self.proc is not None and self.proc.poll() is None:
+                self.stop()
+        finally:
+            self.cleanup()
+        return False
+
+    # ---- the log ----
+
+    def log_lines(self):
+        with self._log_cond:
+            return [line for _, line in self.log]
+
+    def log_text(self):
+        return "\n".join("  | " + line for line in self.log_lines())
+
+    def wait_log(self, pattern, timeout=10):
+        """Wait for a stderr line matching the regex `pattern`; returns the line."""
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        with self._log_cond:
+            while True:
+                for _, line in self.log:
+                    if rx.search(line):
+                        return line
+                left = deadline - time.monotonic()
+                if self._log_eof or left <= 0:
+                    raise HarnessError(f"no log line matching {pattern!r}; log:\n{self.log_text()}")
+                self._log_cond.wait(left)
+
+    # ---- clients ----
+
+    def connect(self, kind="tcp", timeout=10, addr=None):
+        """A client connection, closed by stop(). addr: a (host, port) other than the passed
+        TCP socket's (the app's own bind)."""
+        if addr is not None:
+            c = Conn.tcp(addr, timeout)
+        elif kind == "tcp":
+            c = Conn.tcp(self.tcp_addr, timeout)
+        elif kind == "unix":
+            c = Conn.unix(self.unix_path, timeout)
+        else:
+            raise ValueError(kind)
+        self.conns.append(c)
+        return c
+
+
+def reap_all():
+    """Kill and clean up every server a test left behind. Returns how many there were."""
+    with _live_lock:
+        left = list(_live)
+    for s in left:
+        try:
+            s.cleanup()
+        except Exception:
+            pass
+    return len(left)
+
+
+# ---- HTTP/1.1 over a raw socket ----
+
+
+class Response:
+    def __init__(self, version, status, reason, headers, body, raw_head):
+        self.version = version
+        self.status = status
+        self.reason = reason
+        self.headers = headers  # [(name, value)], as sent
+        self.body = body
+        self.raw_head = raw_head
+        self.t = time.monotonic()  # when the whole response had arrived
+
+    def header(self, name):
+        """The first value of `name`, case-insensitive; None when absent."""
+        n = name.lower()
+        for k, v in self.headers:
+            if k.lower() == n:
+                return v
+        return None
+
+    def header_all(self, name):
+        n = name.lower()
+        return [v for k, v in self.headers if k.lower() == n]
+
+    def names(self):
+        return [k for k, _ in self.headers]
+
+    def json(self):
+        import json
+
+        return json.loads(self.body)
+
+    def __repr__(self):
+        return f"<Response {self.status} {self.headers!r} body={self.body[:80]!r}>"
+
+
+class Conn:
+    """One client connection. Reads exactly one response at a time; keeps what follows."""
+
+    def __init__(self, sock, timeout):
+        self.sock = sock
+        self.sock.settimeout(timeout)
+        self.timeout = timeout
+        self.buf = b""
+        self.eof = False
+
+    @classmethod
+    def tcp(cls, addr, timeout=10):
+        s = socket.create_connection(addr, timeout=timeout)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return cls(s, timeout)
+
+    @classmethod
+    def unix(cls, path, timeout=10):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(timeout)
+        s.connect(path)
+        return cls(s, timeout)
+
+    def close(self):
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def _fill(self, timeout=None):
+        """Read once more into the buffer. False at EOF."""
+        if self.eof:
+            return False
+        self.sock.settimeout(self.timeout if timeout is None else timeout)
+        try:
+            data = self.sock.recv(65536)
+        except ConnectionResetError:
+            data = b""
+        if not data:
+            self.eof = True
+            return False
+        self.buf += data
+        return True
+
+    def read_exact(self, n, timeout=None):
+        while len(self.buf) < n:
+            if not self._fill(timeout):
+                raise HarnessError(f"EOF after {len(self.buf)} of {n} bytes: {self.buf!r}")
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def read_response(self, head=False, timeout=None, skip_interim=False):
+        """Read one response. `head`: it answers a HEAD (no body whatever Content-Length says).
+        Interim (1xx) responses are returned as they come unless skip_interim."""
+        while True:
+            while b"\r\n\r\n" not in self.buf:
+                if not self._fill(timeout):
+                    raise HarnessError(f"connection closed before a whole head: {self.buf!r}")
+            i = self.buf.index(b"\r\n\r\n")
+            raw_head, self.buf = self.buf[: i + 4], self.buf[i + 4 :]
+            lines = raw_head[:-4].decode("latin-1").split("\r\n")
+            m = re.match(r"^(HTTP/\d\.\d) (\d{3}) (.*)$", lines[0])
+            if not m:
+                raise HarnessError(f"bad status line {lines[0]!r}")
+            headers = []
+            for ln in lines[1:]:
+                name, sep, value = ln.partition(":")
+                if not sep:
+                    raise HarnessError(f"bad header line {ln!r}")
+                headers.append((name, value.strip(" \t")))
+            status = int(m.group(2))
+            r = Response(m.group(1), status, m.group(3), headers, b"", raw_head)
+            if 100 <= status < 200:
+                if skip_interim:
+                    continue
+                return r
+            if head or status in (204, 304):
+                return r
+            te = r.header("Transfer-Encoding")
+            cl = r.header("Content-Length")
+            if te is not None and te.lower() == "chunked":
+                r.body = self._read_chunked(timeout)
+            elif cl is not None:
+                r.body = self.read_exact(int(cl), timeout)
+            else:
+                while self._fill(timeout):
+                    pass
+                r.body, self.buf = self.buf, b""
+            r.t = time.monotonic()
+            return r
+
+    def _read_chunked(self, timeout):
+        body = b""
+        while True:
+            while b"\r\n" not in self.buf:
+                if not self._fill(timeout):
+                    raise HarnessError("EOF in a chunked response")
+            i = self.buf.index(b"\r\n")
+            size = int(self.buf[:i].split(b";")[0], 16)
+            self.buf = self.buf[i + 2 :]
+            if size == 0:
+                while b"\r\n\r\n" not in b"\r\n" + self.buf:
+                    if not self._fill(timeout):
+                        raise HarnessError("EOF in chunked trailers")
+                j = (b"\r\n" + self.buf).index(b"\r\n\r\n")
+                self.buf = self.buf[j + 2 :]
+                return body
+            body += self.read_exact(size, timeout)
+            self.read_exact(2, timeout)
+
+    def request(self, method, path, headers=None, body=None, host="test"):
+        """Send one request (Host added; Content-Length added when a body is given)."""
+        self.send(build_request(method, path, headers, body, host))
+
+    def exchange(self, method, path, headers=None, body=None, timeout=None):
+        self.request(method, path, headers, body)
+        return self.read_response(head=(method == "HEAD"), timeout=timeout)
+
+    def get(self, path, headers=None, timeout=None):
+        return self.exchange("GET", path, headers, timeout=timeout)
+
+    def expect_eof(self, timeout=5):
+        """Assert the server closes: recv gives b'' within `timeout` and no byte came first."""
+        if self.buf:
+            raise HarnessError(f"bytes after the last response: {self.buf!r}")
+        self.sock.settimeout(timeout)
+        try:
+            data = self.sock.recv(65536)
+        except ConnectionResetError:
+            data = b""
+        except socket.timeout:
+            raise HarnessError(f"the server did not close the connection within {timeout}s")
+        if data:
+            raise HarnessError(f"expected EOF, got {data!r}")
+        self.eof = True
+
+    def nothing_within(self, timeout):
+        """True when no byte (and no EOF) arrives within `timeout`."""
+        if self.buf:
+            return False
+        r, _, _ = select.select([self.sock], [], [], timeout)
+        return not r
+
+
+def build_request(method, path, headers=None, body=None, host="test"):
+    lines = [f"{method} {path} HTTP/1.1"]
+    hs = list(headers or [])
+    if host is not None and not any(k.lower() == "host" for k, _ in hs):
+        hs.insert(0, ("Host", host))
+    if body is not None and not any(
+        k.lower() in ("content-length", "transfer-encoding") for k, _ in hs
+    ):
+        hs.append(("Content-Length", str(len(body))))
+    lines += [f"{k}: {v}" for k, v in hs]
+    raw = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    return raw + (body or b"")
+
+
+# ---- assertions ----
+
+
+def eq(actual, expected, what=""):
+    if actual != expected:
+        raise AssertionError(f"{what}: expected {expected!r}, got {actual!r}")
+
+
+def check(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+
+
+IMF_FIXDATE = re.compile(
+    r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
+    r"\d{4} \d{2}:\d{2}:\d{2} GMT$"
+)
