@@ -13,6 +13,8 @@ struct state {
         int loop;
         int thread;
         unsigned long long served; /* requests this handler answered: one counter per handler */
+        unsigned long long beats;  /* the producer's: beats published */
+        long period_ms, cost_ms;
 };
 
 static void sleep_ms(long ms)
@@ -73,6 +75,13 @@ static long env_long(const char *name, long def)
         return v && *v ? strtol(v, NULL, 10) : def;
 }
 
+/* /events: the producer's beats (S1); x-worker says which loop holds the stream. */
+static int events(m0_req *req, m0_res *res, void *state)
+{
+        int r = where(req, res, state);
+        return r < 0 ? r : m0_res_stream(res);
+}
+
 /* POST /echo: the body back, as received (chunked bodies arrive decoded). */
 static int echo(m0_req *req, m0_res *res, void *state)
 {
@@ -102,19 +111,65 @@ static int make(const m0_handler_info *info, void **ret_state, char *err, size_t
         }
         if (fail_loop < 0 && delay > 0)
                 sleep_ms(delay);
+        if (info->kind == M0_THREAD_POOL && env_long("M0_HOSTCHECK_POOL_MAKE_FAILS", 0) == 1) {
+                snprintf(err, err_len, "M0_HOSTCHECK_POOL_MAKE_FAILS=1 asked for it");
+                return -EIO;
+        }
+        if (info->kind == M0_THREAD_PRODUCER &&
+            env_long("M0_HOSTCHECK_PRODUCER_MAKE_FAILS", 0) == 1) {
+                snprintf(err, err_len, "M0_HOSTCHECK_PRODUCER_MAKE_FAILS=1 asked for it");
+                return -EIO;
+        }
         struct state *st = calloc(1, sizeof(*st));
         if (!st)
                 return -ENOMEM;
         st->loop = info->loop;
         st->thread = info->thread;
+        st->period_ms = env_long("M0_HOSTCHECK_PERIOD_MS", 100);
+        st->cost_ms = env_long("M0_HOSTCHECK_STEP_COST_MS", 0);
         *ret_state = st;
         return 0;
 }
 
+/*
+ * The producer's step: one beat every M0_HOSTCHECK_PERIOD_MS (100), after spending
+ * M0_HOSTCHECK_STEP_COST_MS (0) as a step that computes would.
+ */
+static int64_t step(void *state)
+{
+        struct state *st = state;
+        if (st->cost_ms > 0)
+                sleep_ms(st->cost_ms);
+        char data[64];
+        snprintf(data, sizeof(data), "{\"beat\":%llu,\"pid\":%ld}", ++st->beats, (long)getpid());
+        int64_t id = m0_publish("beat", data, -1);
+        if (id < 0)
+                return id;
+        return st->period_ms > 0 ? st->period_ms : 100;
+}
+
+/* The knobs a test can get wrong, refused before anything is built. */
+static int check(char *finding, size_t flen, char *fix, size_t xlen)
+{
+        const char *v = getenv("M0_HOSTCHECK_PERIOD_MS");
+        char *end;
+        if (v && (strtol(v, &end, 10) < 1 || *end)) {
+                snprintf(finding, flen, "M0_HOSTCHECK_PERIOD_MS='%s' is not a period", v);
+                snprintf(fix, xlen, "set M0_HOSTCHECK_PERIOD_MS to milliseconds, 1 or more");
+                return -EINVAL;
+        }
+        return 0;
+}
+
 static const m0_route routes[] = {
-        {"GET", "/health", health, 0},     {"GET", "/pid", pid, 0},
-        {"GET", "/instance", instance, 0}, {"GET", "/slow", slow, M0_ROUTE_BLOCKING},
-        {"POST", "/echo", echo, 0},        {NULL, NULL, NULL, 0},
+        {"GET", "/health", health, 0},
+        {"GET", "/pid", pid, 0},
+        {"GET", "/instance", instance, 0},
+        {"GET", "/slow", slow, M0_ROUTE_BLOCKING},
+        {"POST", "/echo", echo, 0},
+        {"GET", "/events", events, 0},
+        {"GET", "/events-from-func", events, M0_ROUTE_BLOCKING},
+        {NULL, NULL, NULL, 0},
 };
 
 static const m0_app app = {
@@ -122,6 +177,8 @@ static const m0_app app = {
         .make = make,
         .free = free,
         .routes = routes,
+        .step = step,
+        .check = check,
 };
 
 int main(int argc, char **argv)

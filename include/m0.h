@@ -93,8 +93,17 @@ typedef struct m0_app {
          * producer stops and logs; serving goes on).
          */
         int64_t (*step)(void *state);
-        /** Runs on each loop every M0_APP_TICK_MS with that loop's state. */
+        /** Runs on each loop every M0_APP_TICK_MS (else `tick_ms`) with that loop's state (S3). */
         void (*tick)(void *state);
+        /** The tick's period when M0_APP_TICK_MS is not set; 0 = no tick unless it is. */
+        unsigned tick_ms;
+        /**
+         * An app-defined check, run after the host's own (R2) by serving and the doctor alike.
+         * Returns 0 when the configuration can be served, or -errno with a one-line finding and
+         * fix (naming the M0_<APP>_* variable) written into the buffers: the start is refused (78).
+         * Runs on the coordinator before any handler exists.
+         */
+        int (*check)(char *finding, size_t finding_len, char *fix, size_t fix_len);
 } m0_app;
 
 /**
@@ -159,6 +168,29 @@ M0_EXPORT int m0_res_json_string(m0_res *res, const char *s);
 M0_EXPORT int m0_res_json(m0_res *res, int status, const char *fmt, ...) M0_PRINTF(3, 4);
 /** Shorthand: status, `content-type: text/plain; charset=utf-8`, and the text. */
 M0_EXPORT int m0_res_text(m0_res *res, int status, const char *text);
+
+/* --- Streams and the bus (SPEC B1–B3, S1) --- */
+
+/**
+ * Turn this response into a server-sent event stream: `200`, `content-type: text/event-stream`,
+ * `cache-control: no-cache`, `x-accel-buffering: no` plus the headers the handler added, first
+ * bytes `: open`, then every kept event after the request's `Last-Event-ID`, then live events.
+ * The status and body the handler set are ignored. Only on a loop: from a pool thread it returns
+ * -EPERM and the host answers 409 (P2). Returns 0 or -errno.
+ */
+M0_EXPORT int m0_res_stream(m0_res *res);
+
+/**
+ * Publish one event to the streams of every loop but `skip_loop` (-1: every loop). `event` may
+ * be NULL (no `event:` line); `data` is split into one `data:` line per line. The event is kept
+ * for replay (M0_REPLAY_FRAMES). Any thread, any time after READY; never blocks on a subscriber.
+ * Returns the event's id (ids are contiguous, from 1), or -errno (-EINVAL for CR in `event`,
+ * -ENOMEM).
+ */
+M0_EXPORT int64_t m0_publish(const char *event, const char *data, int skip_loop);
+
+/** The id of the newest event published so far (0 before the first). Any thread. */
+M0_EXPORT uint64_t m0_bus_last_id(void);
 
 /** The library's version string ("0.1.0"). */
 M0_EXPORT const char *m0_version(void);

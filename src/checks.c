@@ -154,6 +154,19 @@ int m0__checks_run(struct m0_host *h, struct m0_check *out, size_t n_out, size_t
                 if (!out[n].ok && first < 0)
                         first = (int)n;
         }
+        /* The app's own check comes last, after every host check (R2). */
+        if (h->app->check && n < n_out) {
+                struct m0_check *c = &out[n];
+                memset(c, 0, sizeof(*c));
+                c->name = "application";
+                c->ok = h->app->check(c->detail, sizeof(c->detail), c->fix, sizeof(c->fix)) >= 0;
+                if (c->ok && !c->detail[0])
+                        snprintf(c->detail, sizeof(c->detail), "%s accepts this configuration",
+                                 h->app->name);
+                if (!c->ok && first < 0)
+                        first = (int)n;
+                n++;
+        }
         *ret_n = n;
         return first;
 }

@@ -11,46 +11,6 @@
 
 #include "internal.h"
 
-enum phase {
-        PH_IDLE = 0, /* between messages */
-        PH_HEAD,     /* inside a request head */
-        PH_BODY,     /* head complete, reading the body */
-};
-
-/*
- * Input lives in the loop's scratch buffer while whole requests arrive in one read; only what
- * must outlive the read (a head in progress, unparsed bytes while the connection is paused) is
- * copied into `rbuf`, which is freed again once it empties. An idle connection owns no buffer.
- */
-struct m0_conn {
-        struct m0_loop *loop;
-        int fd;
-        uint32_t events; /* current epoll interest */
-        llhttp_t parser;
-
-        char *rbuf;
-        uint32_t rlen, rcap;
-        uint32_t rpos;     /* where parsing resumes in rbuf */
-        uint32_t req_off;  /* first byte of the current request in the buffer being parsed */
-        uint32_t head_len; /* valid in PH_BODY */
-        uint8_t phase;
-        bool req_started; /* req_off is known */
-        bool closing;     /* answer no more; close once the output is out */
-        bool lingering;   /* output out, write side shut; dropping the client's bytes */
-        bool eof;
-        bool busy;      /* a pool thread is answering the current request */
-        int err_status; /* the status a callback chose when it stopped the parser */
-
-        struct m0_buf body;
-        struct m0_buf out; /* bytes the socket did not take yet */
-        size_t out_off;
-        uint32_t nreq;
-
-        enum m0_timer_class tcls;
-        uint64_t deadline;
-        struct m0_conn *tprev, *tnext;
-};
-
 /* ---- timers: one FIFO per class; entering a class puts the connection at its tail ---- */
 
 static uint32_t class_ms(const struct m0_loop *l, enum m0_timer_class cls)
@@ -141,6 +101,7 @@ void m0__conn_close(struct m0_conn *c)
                 return;
         struct m0_loop *l = c->loop;
         timer_unlink(c);
+        m0__sse_unlink(c);
         (void)epoll_ctl(l->epfd, EPOLL_CTL_DEL, c->fd, NULL);
         close(c->fd);
         c->fd = -1;
@@ -343,6 +304,10 @@ static void dispatch(struct m0_conn *c)
         m0__thread_request_set(h, req->method, req->path);
         m0__app_run(fn, status, req, &l->res, l->state);
         m0__thread_request_set(h, NULL, NULL);
+        if (l->res.stream) {
+                m0__sse_begin(c, req, &l->res);
+                goto done;
+        }
         if (m0__res_serialize(l, &l->res, is_head, !keep, &l->wbuf) < 0) {
                 (void)m0__res_error(l, 500, &l->wbuf);
                 keep = false;
@@ -373,7 +338,7 @@ static size_t process(struct m0_conn *c, char *base, size_t len, size_t pos)
         const struct m0_config *cfg = &l->host->cfg;
         l->cur_base = base;
         l->cur_len = len;
-        while (pos < len && !c->closing && !c->busy) {
+        while (pos < len && !c->closing && !c->busy && !c->stream) {
                 if (l->wbuf.len >= cfg->max_output_bytes)
                         break;
                 llhttp_errno_t e = llhttp_execute(&c->parser, base + pos, len - pos);
@@ -394,8 +359,8 @@ static size_t process(struct m0_conn *c, char *base, size_t len, size_t pos)
                 refuse(c, c->err_status ? c->err_status : 400);
                 pos = len;
         }
-        if (c->closing || c->busy)
-                return c->closing ? len : pos;
+        if (c->closing || c->busy || c->stream)
+                return c->busy ? pos : len;
         /* Heads still arriving: 414 for a request line past the URI bound, 431 past the head bound. */
         if (c->phase == PH_HEAD && c->req_started) {
                 size_t have = len - c->req_off;
@@ -500,6 +465,10 @@ static bool flush(struct m0_conn *c)
                 linger_or_close(c);
                 return false;
         }
+        if (c->stream) {
+                timer_unlink(c); /* a stream is not idle: heartbeats keep it alive */
+                return false;
+        }
         if (c->phase != PH_IDLE)
                 return false;
         if (c->rlen > c->rpos)
@@ -518,8 +487,8 @@ static bool flush(struct m0_conn *c)
 static void keep_rest(struct m0_conn *c, char *base, size_t len, size_t pos)
 {
         int r;
-        if (c->closing) {
-                rbuf_release(c);
+        if (c->closing || c->stream) {
+                rbuf_release(c); /* a stream reads nothing more */
                 return;
         }
         if (c->phase == PH_HEAD && c->req_started)
@@ -547,7 +516,8 @@ static void on_readable(struct m0_conn *c)
 {
         struct m0_loop *l = c->loop;
         const struct m0_config *cfg = &l->host->cfg;
-        if (c->lingering) {
+        if (c->lingering || c->stream) {
+                /* Nothing more is parsed: drop what arrives and notice the close. */
                 ssize_t n = read(c->fd, l->rscratch, l->rscratch_cap);
                 if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
                         m0__conn_close(c);
@@ -630,6 +600,10 @@ static void on_writable(struct m0_conn *c)
                 return;
         }
         (void)set_events(c, EPOLLIN);
+        if (c->stream) {
+                timer_unlink(c);
+                return;
+        }
         /* Bytes that waited while the output was full are parsed now. */
         if (c->rlen > c->rpos)
                 run_buffered(c);
@@ -674,6 +648,48 @@ void m0__conn_job_done(struct m0_loop *l, struct m0_job *job)
                 c->closing = true;
         if (flush(c))
                 run_buffered(c);
+}
+
+int m0__conn_send(struct m0_conn *c, const void *data, size_t len)
+{
+        if (c->fd < 0 || c->closing)
+                return -EPIPE;
+        size_t pending = c->out.len - c->out_off;
+        if (pending) {
+                if (pending + len > c->loop->host->cfg.max_output_bytes) {
+                        /* B2: a subscriber this far behind is closed; it reconnects with
+                         * Last-Event-ID and gets what is still kept. */
+                        c->loop->streams_cut++;
+                        m0__conn_close(c);
+                        return -EPIPE;
+                }
+                return m0__buf_append(&c->out, data, len);
+        }
+        ssize_t w;
+        do
+                w = send(c->fd, data, len, MSG_NOSIGNAL);
+        while (w < 0 && errno == EINTR);
+        if (w < 0 && errno != EAGAIN) {
+                m0__conn_close(c);
+                return -EPIPE;
+        }
+        size_t done = w < 0 ? 0 : (size_t)w;
+        if (done == len)
+                return 0;
+        c->out.len = c->out_off = 0;
+        int r = m0__buf_append(&c->out, (const char *)data + done, len - done);
+        (void)set_events(c, EPOLLOUT);
+        m0__timer_set(c, M0_TIMER_WRITE);
+        return r;
+}
+
+void m0__conn_end(struct m0_conn *c)
+{
+        if (c->fd < 0)
+                return;
+        c->closing = true;
+        if (!c->busy && c->out.len == c->out_off)
+                linger_or_close(c);
 }
 
 void m0__job_discard(struct m0_job *job)

@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <systemd/sd-daemon.h>
+
 #include "internal.h"
 
 extern char **environ;
@@ -83,6 +85,8 @@ static int join_loops(struct m0_host *h, uint64_t bound_ms, bool *joined)
 {
         struct timespec dl = deadline_after(bound_ms);
         int code = M0__EXIT_OK;
+        struct m0_producer *p = &h->producer;
+        atomic_store(&p->stop, true);
         for (int i = 0; i < h->nloops; i++) {
                 if (joined[i])
                         continue;
@@ -98,16 +102,27 @@ static int join_loops(struct m0_host *h, uint64_t bound_ms, bool *joined)
                         (unsigned long long)bound_ms);
                 code = M0__EXIT_FAIL;
         }
+        if (p->started) {
+                if (pthread_timedjoin_np(p->thread, NULL, &dl) == 0) {
+                        p->started = false;
+                } else {
+                        m0__log(M0_LOG_ERR, -1, M0_MID_DRAIN_TIMEOUT,
+                                "the producer %s still running past the drain's bound (%llu ms)",
+                                atomic_load(&p->in_step) ? "step is" : "is",
+                                (unsigned long long)bound_ms);
+                        code = M0__EXIT_FAIL;
+                }
+        }
         /* Pool threads finish their queue once their loop stopped; same deadline (X2). */
         for (int i = 0; i < h->nloops; i++) {
-                struct m0_pool *p = &h->loops[i].pool;
+                struct m0_pool *pool = &h->loops[i].pool;
                 if (!joined[i])
-                        m0__pool_stop(p); /* the loop never got there: stop its pool anyway */
-                for (int t = 0; t < p->nthreads; t++) {
-                        if (!p->threads[t].started)
+                        m0__pool_stop(pool); /* the loop never got there: stop its pool anyway */
+                for (int t = 0; t < pool->nthreads; t++) {
+                        if (!pool->threads[t].started)
                                 continue;
-                        if (pthread_timedjoin_np(p->threads[t].thread, NULL, &dl) == 0) {
-                                p->threads[t].started = false;
+                        if (pthread_timedjoin_np(pool->threads[t].thread, NULL, &dl) == 0) {
+                                pool->threads[t].started = false;
                                 continue;
                         }
                         m0__log(M0_LOG_ERR, i, M0_MID_DRAIN_TIMEOUT,
@@ -150,6 +165,12 @@ static int serve(struct m0_host *h)
         }
 
         h->nloops = (int)h->cfg.threads;
+        h->tick_ms = m0__config_source(&h->cfg, "app-tick-ms") != M0_SRC_DEFAULT
+                             ? h->cfg.app_tick_ms
+                             : h->app->tick_ms;
+        uint64_t wd = 0;
+        if (sd_watchdog_enabled(0, &wd) > 0)
+                h->watchdog_usec = wd;
         h->loops = calloc((size_t)h->nloops, sizeof(*h->loops));
         bool *joined = calloc((size_t)h->nloops, sizeof(bool));
         if (!h->loops || !joined) {
@@ -199,6 +220,24 @@ static int serve(struct m0_host *h)
         while (h->reported < started)
                 pthread_cond_wait(&h->cond, &h->lock);
         bool go = code == M0__EXIT_OK && h->failed_loop < 0;
+        /* Then the producer, built after every handler and before any loop serves (S2). */
+        if (go && m0__producer_needed(h)) {
+                struct m0_producer *p = &h->producer;
+                p->beats = calloc((size_t)h->nloops, sizeof(*p->beats));
+                p->stuck = calloc((size_t)h->nloops, sizeof(*p->stuck));
+                if (!p->beats || !p->stuck ||
+                    pthread_create(&p->thread, NULL, m0__producer_main, h) != 0) {
+                        m0__log(M0_LOG_ERR, -1, NULL, "cannot start the producer");
+                        code = M0__EXIT_FAIL;
+                        go = false;
+                } else {
+                        p->started = true;
+                        started++;
+                        while (h->reported < started)
+                                pthread_cond_wait(&h->cond, &h->lock);
+                        go = h->failed_loop < 0;
+                }
+        }
         if (go) {
                 char st[512];
                 status_line(h, st, sizeof(st));
@@ -224,6 +263,9 @@ static int serve(struct m0_host *h)
                                 l->pool.threads[t].started = false;
                         joined[i] = true;
                 }
+                if (h->producer.started)
+                        pthread_join(h->producer.thread, NULL);
+                h->producer.started = false;
                 if (h->failed_loop >= 0) {
                         char finding[400];
                         snprintf(finding, sizeof(finding), "%s's make failed: %s", h->failed_who,
@@ -294,6 +336,10 @@ out:
                         m0__loop_destroy(l);
         }
         free(joined);
+        if (!h->producer.started) {
+                free(h->producer.beats);
+                free(h->producer.stuck);
+        }
         close(sfd);
         close(h->done_fd);
         return code;
@@ -348,7 +394,20 @@ int m0_main(const m0_app *app, int argc, char **argv)
                 }
         }
         (void)m0__limits_raise(h);
+        if (m0__bus_init(&h->bus, h->cfg.replay_frames) < 0) {
+                m0__sockets_close(&h->sockets);
+                m0__log(M0_LOG_ERR, -1, NULL, "no memory for the replay ring");
+                return M0__EXIT_FAIL;
+        }
+        h->bus.wake = m0__bus_wake_loops;
+        h->bus.wake_ud = h;
+        m0__bus_global = &h->bus;
         int code = serve(h);
         m0__sockets_close(&h->sockets);
+        if (code == M0__EXIT_OK) {
+                /* Threads that outlived the bound may still publish: keep the ring then. */
+                m0__bus_global = NULL;
+                m0__bus_destroy(&h->bus);
+        }
         return code;
 }

@@ -79,6 +79,7 @@ struct m0_config {
         uint32_t max_connections;
         uint32_t max_output_bytes;
         uint32_t linger_ms;
+        uint32_t replay_frames;
         bool doctor;
         unsigned char sources[M0__KNOBS_MAX]; /* enum m0_source per knob, in table order */
 };
@@ -181,6 +182,40 @@ int m0__checks_run(struct m0_host *h, struct m0_check *out, size_t n_out, size_t
 int m0__limits_raise(struct m0_host *h);
 #define M0__CHECKS_MAX 16
 
+/* ---- bus.c ---- */
+
+/* One published event, formatted once: bytes[start, end) is "id: N\nevent: T\ndata: …\n\n".
+ * Immutable once published; reference-counted by the ring and by loops delivering it. */
+struct m0_frame {
+        atomic_uint refs;
+        uint64_t id;
+        int skip; /* the loop that does not deliver it, or -1 */
+        size_t start, end;
+        char bytes[];
+};
+
+struct m0_bus {
+        pthread_mutex_t lock;
+        struct m0_frame **ring; /* frame of id i at ring[i % cap] */
+        size_t cap, count;
+        uint64_t last_id; /* ids are contiguous: the next one is last_id + 1 */
+        void (*wake)(void *ud, int skip_loop);
+        void *wake_ud;
+};
+
+extern struct m0_bus *m0__bus_global; /* set once before any thread exists */
+int m0__bus_init(struct m0_bus *b, size_t cap);
+void m0__bus_destroy(struct m0_bus *b);
+int64_t m0__bus_publish(struct m0_bus *b, const char *event, const char *data, int skip_loop);
+/*
+ * Take references to up to `max` kept frames with ids after `after`, oldest first. *ret_last is
+ * the id the caller is now up to; *ret_lost counts frames after `after` no longer kept.
+ */
+size_t m0__bus_take(struct m0_bus *b, uint64_t after, struct m0_frame **out, size_t max,
+                    uint64_t *ret_last, uint64_t *ret_lost);
+uint64_t m0__bus_last(struct m0_bus *b);
+void m0__frame_unref(struct m0_frame *f);
+
 /* ---- the loop (loop.c, conn.c, http.c, response.c) ---- */
 
 struct m0_loop;
@@ -220,6 +255,9 @@ struct m0_req {
 };
 
 struct m0_res {
+        bool stream;         /* m0_res_stream() was called on a loop */
+        bool stream_refused; /* ... or on a pool thread (P2: 409) */
+        bool on_pool;
         int status;
         struct m0_buf head; /* "name: value\r\n" lines the app added */
         unsigned nheaders;
@@ -240,6 +278,51 @@ enum m0_timer_class {
         M0_TIMER_WRITE,  /* output blocked: idle_timeout_ms since last progress */
         M0_TIMER_LINGER, /* closing: drain the client's bytes for a while */
         M0_TIMER_N,
+};
+
+enum m0_phase {
+        PH_IDLE = 0, /* between messages */
+        PH_HEAD,     /* inside a request head */
+        PH_BODY,     /* head complete, reading the body */
+};
+
+/*
+ * Input lives in the loop's scratch buffer while whole requests arrive in one read; only what
+ * must outlive the read (a head in progress, unparsed bytes while the connection is paused) is
+ * copied into `rbuf`, which is freed again once it empties. An idle connection owns no buffer.
+ */
+struct m0_conn {
+        struct m0_loop *loop;
+        int fd;
+        uint32_t events; /* current epoll interest */
+        llhttp_t parser;
+
+        char *rbuf;
+        uint32_t rlen, rcap;
+        uint32_t rpos;     /* where parsing resumes in rbuf */
+        uint32_t req_off;  /* first byte of the current request in the buffer being parsed */
+        uint32_t head_len; /* valid in PH_BODY */
+        uint8_t phase;
+        bool req_started; /* req_off is known */
+        bool closing;     /* answer no more; close once the output is out */
+        bool lingering;   /* output out, write side shut; dropping the client's bytes */
+        bool eof;
+        bool busy;      /* a pool thread is answering the current request */
+        int err_status; /* the status a callback chose when it stopped the parser */
+
+        struct m0_buf body;
+        struct m0_buf out; /* bytes the socket did not take yet */
+        size_t out_off;
+        uint32_t nreq;
+
+        enum m0_timer_class tcls;
+        uint64_t deadline;
+        struct m0_conn *tprev, *tnext;
+
+        /* A server-sent event stream (S1): the connection parses nothing more. */
+        bool stream;
+        uint64_t cursor;               /* the last event id this stream was sent */
+        struct m0_conn *sprev, *snext; /* the loop's streams */
 };
 
 /* A blocking request on its way to a pool thread and back (P1). Owned by the pool while queued
@@ -324,6 +407,19 @@ struct m0_loop {
         struct m0_buf wbuf; /* responses of the connection being served, written in one go */
 
         struct m0_pool pool;
+
+        /* streams (S1) and the bus channel (B1) */
+        struct m0_conn *streams;
+        atomic_bool bus_pending; /* set by a publisher, cleared by the loop (wakes on 0→1) */
+        uint64_t bus_last;       /* the newest frame id this loop has delivered */
+        uint64_t bus_lost;       /* frames the ring dropped before this loop took them */
+        uint64_t streams_cut;    /* streams closed because their backlog passed its bound */
+        uint64_t next_heartbeat_ms;
+
+        /* The request the loop is serving, read by the watchdog; kept only when it is on. */
+        pthread_mutex_t cur_lock;
+        char cur[160];
+
         struct m0_req req;
         struct m0_res res;
         char *rscratch; /* read buffer shared by the loop's connections between requests */
@@ -355,6 +451,8 @@ int m0__loop_post(struct m0_loop *l, struct m0_msg *m);
 /* The loop's thread body. */
 void *m0__loop_main(void *arg);
 void m0__loop_date(struct m0_loop *l);
+/* Copy the request loop `l` is serving ("GET /slow"), "" when none. Any thread. */
+void m0__loop_request_get(struct m0_loop *l, char *out, size_t len);
 
 /* conn.c */
 int m0__conn_admit(struct m0_loop *l, int fd);
@@ -368,6 +466,23 @@ void m0__conn_stop(struct m0_conn *c);
 void m0__timer_set(struct m0_conn *c, enum m0_timer_class cls);
 uint64_t m0__conn_deadline(const struct m0_conn *c);
 struct m0_conn *m0__conn_timer_next(const struct m0_conn *c);
+
+/* Send `len` bytes on `c` now, or keep them when the socket is full; a connection whose unsent
+ * bytes would pass max_output_bytes is closed instead (B2). 0, or -EPIPE when c is gone. */
+int m0__conn_send(struct m0_conn *c, const void *data, size_t len);
+/* Answer nothing more: close once the output is out. */
+void m0__conn_end(struct m0_conn *c);
+
+/* sse.c */
+/* After the handler called m0_res_stream(): the stream's head, replay, and subscription. */
+void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res);
+/* A publish woke this loop: deliver the new frames to its streams. */
+void m0__sse_deliver(struct m0_loop *l);
+void m0__sse_heartbeat(struct m0_loop *l);
+/* The drain: ": bye" to every stream, then close. */
+void m0__sse_farewell(struct m0_loop *l);
+void m0__sse_unlink(struct m0_conn *c);
+void m0__bus_wake_loops(void *ud, int skip_loop);
 
 /* accept.c */
 void m0__accept_ready(struct m0_loop *l, int lfd);
@@ -393,6 +508,21 @@ int m0__res_serialize(struct m0_loop *l, const struct m0_res *res, bool head_onl
 int m0__res_error(struct m0_loop *l, int status, struct m0_buf *out);
 const char *m0__status_reason(int status);
 
+/* ---- producer.c ---- */
+
+struct m0_producer {
+        pthread_t thread;
+        bool started;
+        void *state;
+        atomic_bool stop;
+        atomic_bool in_step; /* the app's step is running: named if it outlives the drain */
+        uint64_t *beats;     /* each loop's heartbeat at the watchdog's last look */
+        bool *stuck;
+};
+
+bool m0__producer_needed(const struct m0_host *h);
+void *m0__producer_main(void *arg);
+
 /* ---- host.c ---- */
 
 struct m0_host {
@@ -413,8 +543,12 @@ struct m0_host {
         char failed_msg[256];
         enum { M0_GATE_WAIT, M0_GATE_GO, M0_GATE_ABORT } gate;
 
-        int done_fd;           /* eventfd: a loop thread ended */
-        char sockets_err[256]; /* why a passed socket cannot be served; "" when all are fine */
+        int done_fd; /* eventfd: a loop thread ended */
+        struct m0_bus bus;
+        struct m0_producer producer;
+        uint64_t watchdog_usec; /* WATCHDOG_USEC for this process, 0 when off */
+        uint32_t tick_ms;       /* M0_APP_TICK_MS when set, else the app's tick_ms (S3) */
+        char sockets_err[256];  /* why a passed socket cannot be served; "" when all are fine */
 };
 
 /* doctor.c: print the doctor's report (D1); returns the exit code serving would return. */

@@ -28,6 +28,7 @@ int m0__loop_init(struct m0_loop *l, struct m0_host *h, int index)
         l->mb_fd = -1;
         l->reserve_fd = -1;
         pthread_mutex_init(&l->mb_lock, NULL);
+        pthread_mutex_init(&l->cur_lock, NULL);
         int r = m0__pool_init(&l->pool, l, (int)h->cfg.blocking_threads);
         if (r < 0)
                 return r;
@@ -104,6 +105,7 @@ void m0__loop_destroy(struct m0_loop *l)
         m0__buf_free(&l->wbuf);
         m0__pool_destroy(&l->pool);
         pthread_mutex_destroy(&l->mb_lock);
+        pthread_mutex_destroy(&l->cur_lock);
 }
 
 int m0__loop_post(struct m0_loop *l, struct m0_msg *m)
@@ -146,6 +148,7 @@ static void begin_stop(struct m0_loop *l)
         l->stopping = true;
         l->drain_deadline_ms = m0__now_ms() + l->host->cfg.drain_timeout_ms;
         close_listeners(l);
+        m0__sse_farewell(l);
         /* Idle connections close now; busy ones finish their request with Connection: close. */
         for (int cls = M0_TIMER_IDLE; cls < M0_TIMER_N; cls++) {
                 struct m0_conn *c = l->timers[cls].head;
@@ -178,6 +181,8 @@ static void drain_mailbox(struct m0_loop *l)
         uint64_t v;
         if (read(l->mb_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
                 return;
+        if (atomic_exchange(&l->bus_pending, false))
+                m0__sse_deliver(l);
         pthread_mutex_lock(&l->mb_lock);
         struct m0_msg *m = l->mb_head;
         l->mb_head = l->mb_tail = NULL;
@@ -214,12 +219,18 @@ static int next_timeout(struct m0_loop *l)
         for (int cls = M0_TIMER_IDLE; cls < M0_TIMER_N; cls++)
                 if (l->timers[cls].head && m0__conn_deadline(l->timers[cls].head) < next)
                         next = m0__conn_deadline(l->timers[cls].head);
-        if (l->host->cfg.app_tick_ms && l->host->app->tick && l->next_tick_ms < next)
+        if (l->host->tick_ms && l->host->app->tick && l->next_tick_ms < next)
                 next = l->next_tick_ms;
+        if (l->host->cfg.sse_heartbeat_ms && l->streams && l->next_heartbeat_ms < next)
+                next = l->next_heartbeat_ms;
         if (l->stopping && l->drain_deadline_ms < next)
                 next = l->drain_deadline_ms;
-        /* Wake at least once a second: the Date line and the heartbeat advance even when idle. */
-        uint64_t cap = l->now_ms + 1000;
+        /* Wake at least once a second, and every quarter of the watchdog's interval (W1): the
+         * Date line and the heartbeat advance even when idle. */
+        uint64_t every = 1000;
+        if (l->host->watchdog_usec && l->host->watchdog_usec / 4000 < every)
+                every = l->host->watchdog_usec / 4000 ? l->host->watchdog_usec / 4000 : 1;
+        uint64_t cap = l->now_ms + every;
         if (next > cap)
                 next = cap;
         return next <= l->now_ms ? 0 : (int)(next - l->now_ms);
@@ -236,7 +247,7 @@ static int serve(struct m0_loop *l)
         }
         m0__log(M0_LOG_INFO, l->index, NULL, "Event loop started (%zu listener%s)", l->nlisten,
                 l->nlisten == 1 ? "" : "s");
-        l->next_tick_ms = m0__now_ms() + l->host->cfg.app_tick_ms;
+        l->next_tick_ms = m0__now_ms() + l->host->tick_ms;
         for (;;) {
                 if (l->stopping && atomic_load(&l->load) == 0)
                         break;
@@ -262,29 +273,45 @@ static int serve(struct m0_loop *l)
                         }
                 }
                 fire_timers(l);
+                if (l->host->cfg.sse_heartbeat_ms && l->now_ms >= l->next_heartbeat_ms) {
+                        if (l->streams)
+                                m0__sse_heartbeat(l);
+                        l->next_heartbeat_ms = l->now_ms + l->host->cfg.sse_heartbeat_ms;
+                }
                 if (l->stopping && l->now_ms >= l->drain_deadline_ms)
                         cut_all(l);
                 m0__conn_reap(l);
-                if (l->host->cfg.app_tick_ms && l->host->app->tick &&
-                    l->now_ms >= l->next_tick_ms) {
+                if (l->host->tick_ms && l->host->app->tick && l->now_ms >= l->next_tick_ms) {
                         l->host->app->tick(l->state);
-                        l->next_tick_ms = l->now_ms + l->host->cfg.app_tick_ms;
+                        l->next_tick_ms = l->now_ms + l->host->tick_ms;
                 }
         }
         return 0;
 }
 
-/* The request this thread is serving, for the crash report and the watchdog. */
+/* The request this thread is serving, for the crash report; the loop this thread runs, if any. */
 static __thread char thread_request[160];
+static __thread struct m0_loop *thread_loop;
 
 void m0__thread_request_set(struct m0_host *h, const char *method, const char *path)
 {
-        (void)h;
-        if (!method) {
+        if (!method)
                 thread_request[0] = '\0';
-                return;
+        else
+                snprintf(thread_request, sizeof(thread_request), "%s %s", method, path);
+        /* The watchdog names what a stuck loop serves; without it the lock is not taken. */
+        if (h->watchdog_usec && thread_loop) {
+                pthread_mutex_lock(&thread_loop->cur_lock);
+                memcpy(thread_loop->cur, thread_request, sizeof(thread_loop->cur));
+                pthread_mutex_unlock(&thread_loop->cur_lock);
         }
-        snprintf(thread_request, sizeof(thread_request), "%s %s", method, path);
+}
+
+void m0__loop_request_get(struct m0_loop *l, char *out, size_t len)
+{
+        pthread_mutex_lock(&l->cur_lock);
+        snprintf(out, len, "%s", l->cur);
+        pthread_mutex_unlock(&l->cur_lock);
 }
 
 void *m0__loop_main(void *arg)
@@ -294,6 +321,7 @@ void *m0__loop_main(void *arg)
         char name[16];
         snprintf(name, sizeof(name), "m0-loop-%d", l->index);
         pthread_setname_np(pthread_self(), name);
+        thread_loop = l;
 
         char why[200] = "";
         int r = 0;

@@ -105,6 +105,7 @@ struct m0_job *m0__job_new(struct m0_conn *c, const m0_req *req)
         job->req.body_len = req->body_len;
         job->req.loop = req->loop;
         job->res.status = 200;
+        job->res.on_pool = true;
         return job;
 }
 
@@ -161,6 +162,16 @@ void *m0__pool_main(void *arg)
                         m0__thread_request_set(h, job->req.method, job->req.path);
                         m0__app_run(job->fn, 0, &job->req, &job->res, t->state);
                         m0__thread_request_set(h, NULL, NULL);
+                        if (job->res.stream_refused || job->res.stream) {
+                                /* P2: a stream lives on a loop; a pool thread cannot hold one. */
+                                m0__log(M0_LOG_WARNING, l->index, NULL,
+                                        "%s %s opened a stream on pool thread %d: answered 409 "
+                                        "(streams are served from loop routes only)",
+                                        job->req.method, job->req.path, t->index);
+                                m0__res_reset(&job->res);
+                                (void)m0_res_text(&job->res, 409,
+                                                  "409 Conflict: streams are served on the loop\n");
+                        }
                         struct m0_msg *m = calloc(1, sizeof(*m));
                         if (!m) {
                                 /* the connection waits for an answer that cannot be delivered:

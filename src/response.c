@@ -52,6 +52,8 @@ const char *m0__status_reason(int status)
 
 void m0__res_reset(struct m0_res *res)
 {
+        res->stream = false;
+        res->stream_refused = false;
         res->status = 200;
         res->head.len = 0;
         res->nheaders = 0;
