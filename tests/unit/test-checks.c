@@ -1,0 +1,313 @@
+/* SPDX-License-Identifier: MIT */
+/* test-checks.c: the host's checks, their order and the first failure named (SPEC R2, R3). */
+#include <errno.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "unit.h"
+
+static const char *const names[] = {"threads-count",          "workers",
+                                    "threads-vs-application", "blocking-vs-application",
+                                    "listen-sockets",         "limits"};
+#define NCHECKS (sizeof(names) / sizeof(names[0]))
+
+static struct m0_host host;
+static m0_app app;
+static struct m0_check checks[M0__CHECKS_MAX];
+static size_t nchecks;
+
+static void setup(void)
+{
+        char *argv[] = {"app", NULL};
+        char *envp[] = {NULL};
+        char err[256] = "";
+        memset(&host, 0, sizeof(host));
+        memset(&app, 0, sizeof(app));
+        memset(checks, 0xa5, sizeof(checks));
+        ck_assert_int_eq(m0__config_parse(&host.cfg, "app", 1, argv, envp, NULL, err, sizeof(err)),
+                         M0_CONFIG_SERVE);
+        /* a connection limit any test environment's RLIMIT_NOFILE covers */
+        host.cfg.max_connections = 16;
+        app.name = "t";
+        app.max_threads = 0;
+        host.app = &app;
+}
+
+static int run(void)
+{
+        nchecks = 0;
+        int first = m0__checks_run(&host, checks, M0__CHECKS_MAX, &nchecks);
+        ck_assert_uint_eq(nchecks, NCHECKS);
+        for (size_t i = 0; i < NCHECKS; i++) {
+                ck_assert_str_eq(checks[i].name, names[i]);
+                if (checks[i].ok)
+                        ck_assert_str_eq(checks[i].fix, "");
+                else
+                        ck_assert_str_ne(checks[i].fix, "");
+                ck_assert_str_ne(checks[i].detail, "");
+        }
+        return first;
+}
+
+START_TEST(all_pass_in_order)
+{
+        ck_assert_int_eq(run(), -1);
+        for (size_t i = 0; i < NCHECKS; i++)
+                ck_assert_msg(checks[i].ok, "%s failed: %s", names[i], checks[i].detail);
+        ck_assert_str_eq(checks[0].detail, "1 loop");
+        ck_assert_str_eq(checks[1].detail, "one process");
+        ck_assert_str_eq(checks[2].detail, "1 loop within the app's limit (no limit)");
+        ck_assert_str_eq(checks[3].detail, "1 handler");
+        ck_assert_str_eq(checks[4].detail, "none passed; will bind 127.0.0.1:8080");
+}
+END_TEST
+
+START_TEST(threads_count)
+{
+        host.cfg.threads = 0;
+        ck_assert_int_eq(run(), 0);
+        ck_assert(!checks[0].ok);
+        ck_assert_str_eq(checks[0].detail, "M0_THREADS=0 serves no loop");
+        ck_assert_str_eq(checks[0].fix, "set --threads (M0_THREADS) to 1 or more, or auto");
+        for (size_t i = 1; i < NCHECKS; i++)
+                ck_assert_msg(checks[i].ok, "%s failed: %s", names[i], checks[i].detail);
+}
+END_TEST
+
+START_TEST(workers)
+{
+        host.cfg.workers = 2;
+        ck_assert_int_eq(run(), 1);
+        ck_assert(checks[0].ok);
+        ck_assert(!checks[1].ok);
+        ck_assert_str_eq(checks[1].detail, "M0_WORKERS=2 asks for forked workers");
+        ck_assert_str_eq(checks[1].fix,
+                         "systemd supervises this service as one process; set --threads "
+                         "(M0_THREADS)");
+        ck_assert_ptr_nonnull(strstr(checks[1].fix, "--threads (M0_THREADS)"));
+        for (size_t i = 2; i < NCHECKS; i++)
+                ck_assert_msg(checks[i].ok, "%s failed: %s", names[i], checks[i].detail);
+
+        /* 0 and 1 are one process */
+        host.cfg.workers = 0;
+        ck_assert_int_eq(run(), -1);
+        host.cfg.workers = 1;
+        ck_assert_int_eq(run(), -1);
+}
+END_TEST
+
+START_TEST(threads_vs_application)
+{
+        app.max_threads = 1;
+        host.cfg.threads = 2;
+        ck_assert_int_eq(run(), 2);
+        ck_assert(!checks[2].ok);
+        ck_assert_str_eq(checks[2].detail,
+                         "t serves at most 1 handler and M0_THREADS=2 asks for 2 loops");
+        ck_assert_str_eq(checks[2].fix,
+                         "set --threads (M0_THREADS) to the app's max_threads or fewer");
+        /* no pool: blocking-vs-application has nothing to say */
+        ck_assert(checks[3].ok);
+        ck_assert(checks[0].ok && checks[1].ok && checks[4].ok && checks[5].ok);
+
+        host.cfg.threads = 1;
+        ck_assert_int_eq(run(), -1);
+        ck_assert_str_eq(checks[2].detail, "1 loop within the app's limit (max_threads set)");
+
+        app.max_threads = 4;
+        host.cfg.threads = 4;
+        ck_assert_int_eq(run(), -1);
+        host.cfg.threads = 5;
+        ck_assert_int_eq(run(), 2);
+
+        app.max_threads = 0; /* no limit */
+        host.cfg.threads = 1024;
+        ck_assert_int_eq(run(), -1);
+}
+END_TEST
+
+START_TEST(blocking_vs_application)
+{
+        app.max_threads = 1;
+        host.cfg.threads = 1;
+        host.cfg.blocking_threads = 1;
+        ck_assert_int_eq(run(), 3);
+        ck_assert(!checks[3].ok);
+        ck_assert_str_eq(checks[3].detail,
+                         "t serves at most 1 handler and M0_BLOCKING_THREADS=1 needs 2");
+        ck_assert_str_eq(checks[3].fix, "set --blocking-threads (M0_BLOCKING_THREADS) to 0");
+        ck_assert(checks[0].ok && checks[1].ok && checks[2].ok && checks[4].ok && checks[5].ok);
+
+        /* every loop and pool thread builds a handler: 2 loops × (1 + 2) = 6 */
+        app.max_threads = 6;
+        host.cfg.threads = 2;
+        host.cfg.blocking_threads = 2;
+        ck_assert_int_eq(run(), -1);
+        ck_assert_str_eq(checks[3].detail, "6 handlers");
+        app.max_threads = 5;
+        ck_assert_int_eq(run(), 3);
+
+        app.max_threads = 0;
+        host.cfg.threads = 8;
+        host.cfg.blocking_threads = 16;
+        ck_assert_int_eq(run(), -1);
+}
+END_TEST
+
+START_TEST(first_failure_is_named)
+{
+        /* every one of the first four fails; the first is the one returned */
+        host.cfg.threads = 0;
+        host.cfg.workers = 3;
+        app.max_threads = 1;
+        host.cfg.blocking_threads = 1;
+        snprintf(host.sockets_err, sizeof(host.sockets_err), "fd 3 is not a listening socket");
+        ck_assert_int_eq(run(), 0);
+        ck_assert(!checks[1].ok);
+        ck_assert(!checks[4].ok);
+
+        host.cfg.threads = 2;
+        ck_assert_int_eq(run(), 1);
+        ck_assert(!checks[2].ok);
+        ck_assert(!checks[3].ok);
+
+        host.cfg.workers = 1;
+        ck_assert_int_eq(run(), 2);
+        host.cfg.threads = 1;
+        ck_assert_int_eq(run(), 3);
+        host.cfg.blocking_threads = 0;
+        ck_assert_int_eq(run(), 4);
+}
+END_TEST
+
+START_TEST(listen_sockets)
+{
+        snprintf(host.sockets_err, sizeof(host.sockets_err), "fd 3 is not a listening socket");
+        ck_assert_int_eq(run(), 4);
+        ck_assert_str_eq(checks[4].detail, "fd 3 is not a listening socket");
+        ck_assert_str_eq(checks[4].fix,
+                         "pass listening stream sockets (ListenStream= in the .socket unit)");
+
+        host.sockets_err[0] = '\0';
+        host.sockets.passed = true;
+        host.sockets.n = 2;
+        ck_assert_int_eq(run(), -1);
+        ck_assert_str_eq(checks[4].detail, "2 sockets passed by systemd");
+}
+END_TEST
+
+START_TEST(fewer_slots_than_checks)
+{
+        host.cfg.workers = 2;
+        size_t n = 99;
+        ck_assert_int_eq(m0__checks_run(&host, checks, 1, &n), -1);
+        ck_assert_uint_eq(n, 1);
+        ck_assert_str_eq(checks[0].name, "threads-count");
+        ck_assert_int_eq(m0__checks_run(&host, checks, 2, &n), 1);
+        ck_assert_uint_eq(n, 2);
+        ck_assert_int_eq(m0__checks_run(&host, checks, 0, &n), -1);
+        ck_assert_uint_eq(n, 0);
+}
+END_TEST
+
+/*
+ * `limits` reads RLIMIT_NOFILE, which only goes down for good: measured in a child so neither
+ * the test runner nor the next test sees the lowered limit. The child's status is the count of
+ * expectations that failed.
+ */
+static void limits_in_child(rlim_t soft, rlim_t hard, int *ret_first, char *detail, size_t dlen)
+{
+        int pfd[2];
+        ck_assert_int_eq(pipe(pfd), 0);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                close(pfd[0]);
+                struct rlimit rl = {.rlim_cur = soft, .rlim_max = hard};
+                if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                        _exit(100);
+                struct m0_check c[M0__CHECKS_MAX];
+                size_t n = 0;
+                int first = m0__checks_run(&host, c, M0__CHECKS_MAX, &n);
+                char msg[600];
+                int len = snprintf(msg, sizeof(msg), "%d|%s|%s", first, c[5].detail, c[5].fix);
+                if (write(pfd[1], msg, (size_t)len) != len)
+                        _exit(101);
+                _exit(n == NCHECKS && !strcmp(c[5].name, "limits") ? 0 : 102);
+        }
+        close(pfd[1]);
+        char msg[600] = "";
+        size_t got = 0;
+        ssize_t r;
+        while (got < sizeof(msg) - 1 && (r = read(pfd[0], msg + got, sizeof(msg) - 1 - got)) > 0)
+                got += (size_t)r;
+        msg[got] = '\0';
+        close(pfd[0]);
+        int status = 0;
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert(WIFEXITED(status));
+        ck_assert_int_eq(WEXITSTATUS(status), 0);
+        char *bar = strchr(msg, '|');
+        ck_assert_ptr_nonnull(bar);
+        *bar = '\0';
+        *ret_first = atoi(msg);
+        snprintf(detail, dlen, "%s", bar + 1);
+}
+
+START_TEST(limits)
+{
+        int first = -2;
+        char detail[600];
+
+        /* need = max_connections + 64 + threads × (4 + sockets) × (1 + blocking) = 132 */
+        host.cfg.max_connections = 64;
+        limits_in_child(131, 131, &first, detail, sizeof(detail));
+        ck_assert_int_eq(first, 5);
+        ck_assert_str_eq(detail, "RLIMIT_NOFILE is 131 (hard 131) and --max-connections "
+                                 "(M0_MAX_CONNECTIONS)=64 needs 132|raise LimitNOFILE= or lower "
+                                 "--max-connections (M0_MAX_CONNECTIONS)");
+
+        limits_in_child(132, 132, &first, detail, sizeof(detail));
+        ck_assert_int_eq(first, -1);
+        ck_assert_str_eq(detail, "RLIMIT_NOFILE 132 covers 132|");
+
+        /* a soft limit below the need is fine when the hard one lets the host raise it */
+        limits_in_child(100, 132, &first, detail, sizeof(detail));
+        ck_assert_int_eq(first, -1);
+        ck_assert_str_eq(detail, "RLIMIT_NOFILE 100 is raised to 132 at start (hard 132)|");
+
+        /* loops, sockets and pool threads count: 64 + 64 + 2 × (4 + 1) × (1 + 3) = 168 */
+        host.cfg.threads = 2;
+        host.cfg.blocking_threads = 3;
+        host.sockets.n = 1;
+        limits_in_child(167, 167, &first, detail, sizeof(detail));
+        ck_assert_int_eq(first, 5);
+        limits_in_child(168, 168, &first, detail, sizeof(detail));
+        ck_assert_int_eq(first, -1);
+}
+END_TEST
+
+static Suite *checks_suite(void)
+{
+        Suite *s = suite_create("checks");
+        TCase *tc = tcase_create("checks");
+        tcase_add_checked_fixture(tc, setup, NULL);
+        tcase_add_test(tc, all_pass_in_order);
+        tcase_add_test(tc, threads_count);
+        tcase_add_test(tc, workers);
+        tcase_add_test(tc, threads_vs_application);
+        tcase_add_test(tc, blocking_vs_application);
+        tcase_add_test(tc, first_failure_is_named);
+        tcase_add_test(tc, listen_sockets);
+        tcase_add_test(tc, fewer_slots_than_checks);
+        tcase_add_test(tc, limits);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void)
+{
+        return unit_run(checks_suite());
+}

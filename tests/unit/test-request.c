@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: MIT */
+/* test-request.c: what a handler reads of its request: query decoding, headers, accessors. */
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+
+#include "internal.h"
+#include "unit.h"
+
+static struct m0_config cfg;
+
+/* A request indexed from a real head, as the loop builds it. */
+struct parsed {
+        char *buf;
+        struct m0_req req;
+};
+
+static void parsed_free(struct parsed *p)
+{
+        free(p->buf);
+        free(p->req.headers);
+        m0__buf_free(&p->req.arena);
+        memset(p, 0, sizeof(*p));
+}
+
+static void parse_head(struct parsed *p, const char *head)
+{
+        size_t n = strlen(head);
+        memset(p, 0, sizeof(*p));
+        p->buf = malloc(n);
+        ck_assert_ptr_nonnull(p->buf);
+        memcpy(p->buf, head, n);
+        p->req.headers = calloc(cfg.max_header_fields, sizeof(*p->req.headers));
+        ck_assert_ptr_nonnull(p->req.headers);
+        size_t len = 0;
+        ck_assert_int_eq(m0__http_head_parse(p->buf, n, &cfg, &p->req, &len), 0);
+        ck_assert_uint_eq(len, n);
+}
+
+/* "GET /p?<query> HTTP/1.1" with a Host; no '?' at all when query is NULL. */
+static void parse_query(struct parsed *p, const char *query)
+{
+        char head[1024];
+        snprintf(head, sizeof(head), "GET /p%s%s HTTP/1.1\r\nHost: h\r\n\r\n", query ? "?" : "",
+                 query ? query : "");
+        parse_head(p, head);
+}
+
+static void setup(void)
+{
+        char *argv[] = {"app", NULL};
+        char *envp[] = {NULL};
+        char err[256] = "";
+        ck_assert_int_eq(m0__config_parse(&cfg, "app", 1, argv, envp, NULL, err, sizeof(err)),
+                         M0_CONFIG_SERVE);
+}
+
+START_TEST(accessors)
+{
+        struct parsed p;
+        parse_head(&p, "POST /a/b?x=1 HTTP/1.1\r\nHost: h\r\n\r\n");
+        p.req.body = "hello";
+        p.req.body_len = 5;
+        p.req.loop = 3;
+        p.req.thread = -1;
+        ck_assert_str_eq(m0_req_method(&p.req), "POST");
+        ck_assert_str_eq(m0_req_path(&p.req), "/a/b");
+        ck_assert_str_eq(m0_req_query_string(&p.req), "x=1");
+        size_t blen = 0;
+        const void *body = m0_req_body(&p.req, &blen);
+        ck_assert_uint_eq(blen, 5);
+        ck_assert_bytes(body, blen, "hello", 5);
+        ck_assert_int_eq(m0_req_loop(&p.req), 3);
+        ck_assert_int_eq(m0_req_thread(&p.req), -1);
+        parsed_free(&p);
+
+        parse_query(&p, NULL);
+        ck_assert_str_eq(m0_req_query_string(&p.req), "");
+        parsed_free(&p);
+}
+END_TEST
+
+START_TEST(query_decoding)
+{
+        struct parsed p;
+        parse_query(&p, "a=1&b=hello+world&c=%41%42%63&d=%zz&e=%4&f&g=&a=2&h=%&i=100%25"
+                        "&na%6De=v&x+y=sp&j=%2b%2B&k=%e2%82%ac&l=a=b");
+        m0_req *req = &p.req;
+        ck_assert_str_eq(m0_req_query(req, "a"), "1"); /* repeated: the first */
+        ck_assert_str_eq(m0_req_query(req, "b"), "hello world");
+        ck_assert_str_eq(m0_req_query(req, "c"), "ABc");
+        ck_assert_str_eq(m0_req_query(req, "d"), "%zz"); /* malformed escapes stay as they are */
+        ck_assert_str_eq(m0_req_query(req, "e"), "%4");
+        ck_assert_str_eq(m0_req_query(req, "h"), "%");
+        ck_assert_str_eq(m0_req_query(req, "f"), ""); /* no '=': present, empty */
+        ck_assert_str_eq(m0_req_query(req, "g"), "");
+        ck_assert_str_eq(m0_req_query(req, "i"), "100%");
+        ck_assert_str_eq(m0_req_query(req, "name"), "v"); /* names are decoded too */
+        ck_assert_ptr_null(m0_req_query(req, "na%6De"));
+        ck_assert_str_eq(m0_req_query(req, "x y"), "sp");
+        ck_assert_str_eq(m0_req_query(req, "j"), "++");
+        ck_assert_str_eq(m0_req_query(req, "k"), "\xe2\x82\xac");
+        ck_assert_str_eq(m0_req_query(req, "l"), "a=b"); /* the first '=' splits */
+        ck_assert_ptr_null(m0_req_query(req, "zz"));
+        ck_assert_ptr_null(m0_req_query(req, ""));
+        ck_assert_ptr_null(m0_req_query(req, "A")); /* names are case-sensitive */
+        /* the raw string is left alone */
+        ck_assert_str_eq(m0_req_query_string(req),
+                         "a=1&b=hello+world&c=%41%42%63&d=%zz&e=%4&f&g=&a=2&h=%&i=100%25"
+                         "&na%6De=v&x+y=sp&j=%2b%2B&k=%e2%82%ac&l=a=b");
+        /* returned strings stay put across later lookups */
+        const char *b1 = m0_req_query(req, "b");
+        (void)m0_req_query(req, "k");
+        (void)m0_req_query(req, "nothing");
+        ck_assert_ptr_eq(m0_req_query(req, "b"), b1);
+        ck_assert_str_eq(b1, "hello world");
+        parsed_free(&p);
+}
+END_TEST
+
+START_TEST(query_empty_parts)
+{
+        struct parsed p;
+        parse_query(&p, NULL);
+        ck_assert_ptr_null(m0_req_query(&p.req, "a"));
+        parsed_free(&p);
+
+        parse_query(&p, "");
+        ck_assert_ptr_null(m0_req_query(&p.req, "a"));
+        parsed_free(&p);
+
+        parse_query(&p, "&&a=1&&b=2&");
+        ck_assert_str_eq(m0_req_query(&p.req, "a"), "1");
+        ck_assert_str_eq(m0_req_query(&p.req, "b"), "2");
+        parsed_free(&p);
+
+        parse_query(&p, "a&b&c");
+        ck_assert_str_eq(m0_req_query(&p.req, "a"), "");
+        ck_assert_str_eq(m0_req_query(&p.req, "c"), "");
+        parsed_free(&p);
+}
+END_TEST
+
+/* A parameter with an empty name ("=x") is one parameter like any other: it must not end the
+ * list and hide the parameters after it. */
+START_TEST(query_empty_name)
+{
+        struct parsed p;
+        parse_query(&p, "=x&k=v");
+        ck_assert_str_eq(m0_req_query(&p.req, "k"), "v");
+        parsed_free(&p);
+
+        parse_query(&p, "a=1&=&b=2");
+        ck_assert_str_eq(m0_req_query(&p.req, "a"), "1");
+        ck_assert_str_eq(m0_req_query(&p.req, "b"), "2");
+        parsed_free(&p);
+}
+END_TEST
+
+/* A decoded NUL (%00) in one parameter must not shift or end the index of the others. */
+START_TEST(query_encoded_nul)
+{
+        struct parsed p;
+        parse_query(&p, "x=%00&k=v");
+        ck_assert_str_eq(m0_req_query(&p.req, "k"), "v");
+        parsed_free(&p);
+
+        parse_query(&p, "a%00b=1&k=v");
+        ck_assert_pstr_eq(m0_req_query(&p.req, "1"), NULL); /* a value is not a name */
+        ck_assert_str_eq(m0_req_query(&p.req, "k"), "v");
+        parsed_free(&p);
+}
+END_TEST
+
+START_TEST(query_int)
+{
+        struct parsed p;
+        parse_query(&p, "n=42&neg=-7&zero=0&big=99999999999999999999&word=abc&empty=&part=12x"
+                        "&out=500&min=-10&hex=0x10&n=1");
+        m0_req *req = &p.req;
+        long v = 12345;
+        ck_assert_int_eq(m0_req_query_int(req, "n", 0, 100, &v), 0);
+        ck_assert_int_eq(v, 42);
+        ck_assert_int_eq(m0_req_query_int(req, "neg", -10, 10, &v), 0);
+        ck_assert_int_eq(v, -7);
+        ck_assert_int_eq(m0_req_query_int(req, "zero", 0, 0, &v), 0);
+        ck_assert_int_eq(v, 0);
+        ck_assert_int_eq(m0_req_query_int(req, "min", -10, 10, &v), 0); /* bounds included */
+        ck_assert_int_eq(v, -10);
+        ck_assert_int_eq(m0_req_query_int(req, "n", 42, 42, &v), 0);
+        ck_assert_int_eq(v, 42);
+
+        v = 12345;
+        ck_assert_int_eq(m0_req_query_int(req, "missing", 0, 100, &v), -ENOENT);
+        ck_assert_int_eq(m0_req_query_int(req, "word", 0, 100, &v), -EINVAL);
+        ck_assert_int_eq(m0_req_query_int(req, "empty", 0, 100, &v), -EINVAL);
+        ck_assert_int_eq(m0_req_query_int(req, "part", 0, 100, &v), -EINVAL);
+        ck_assert_int_eq(m0_req_query_int(req, "hex", 0, 100, &v), -EINVAL);
+        ck_assert_int_eq(m0_req_query_int(req, "out", 0, 100, &v), -ERANGE);
+        ck_assert_int_eq(m0_req_query_int(req, "neg", 0, 100, &v), -ERANGE);
+        ck_assert_int_eq(m0_req_query_int(req, "min", -9, 10, &v), -ERANGE);
+        ck_assert_int_eq(m0_req_query_int(req, "n", 43, 100, &v), -ERANGE);
+        ck_assert_int_eq(m0_req_query_int(req, "big", LONG_MIN, LONG_MAX, &v), -ERANGE);
+        ck_assert_int_eq(v, 12345); /* untouched on every failure */
+        parsed_free(&p);
+}
+END_TEST
+
+START_TEST(headers)
+{
+        struct parsed p;
+        parse_head(&p, "GET / HTTP/1.1\r\n"
+                       "Host: example.com\r\n"
+                       "X-Multi: first\r\n"
+                       "Content-Type:  text/plain \r\n"
+                       "x-multi: second\r\n"
+                       "\r\n");
+        m0_req *req = &p.req;
+        ck_assert_uint_eq(m0_req_header_count(req), 4);
+        ck_assert_str_eq(m0_req_header(req, "Host"), "example.com");
+        ck_assert_str_eq(m0_req_header(req, "host"), "example.com");
+        ck_assert_str_eq(m0_req_header(req, "HOST"), "example.com");
+        ck_assert_str_eq(m0_req_header(req, "content-TYPE"), "text/plain");
+        ck_assert_str_eq(m0_req_header(req, "X-MULTI"), "first"); /* the first of repeats */
+        ck_assert_ptr_null(m0_req_header(req, "Accept"));
+        ck_assert_ptr_null(m0_req_header(req, "Hos"));
+        ck_assert_ptr_null(m0_req_header(req, "Hostx"));
+        ck_assert_ptr_null(m0_req_header(req, ""));
+
+        static const char *const names[] = {"Host", "X-Multi", "Content-Type", "x-multi"};
+        static const char *const values[] = {"example.com", "first", "text/plain", "second"};
+        for (size_t i = 0; i < 4; i++) {
+                const char *n = NULL, *v = NULL;
+                ck_assert_int_eq(m0_req_header_at(req, i, &n, &v), 0);
+                ck_assert_str_eq(n, names[i]);
+                ck_assert_str_eq(v, values[i]);
+        }
+        const char *n = "untouched", *v = "untouched";
+        ck_assert_int_eq(m0_req_header_at(req, 4, &n, &v), -ERANGE);
+        ck_assert_int_eq(m0_req_header_at(req, SIZE_MAX, &n, &v), -ERANGE);
+        ck_assert_str_eq(n, "untouched");
+        ck_assert_str_eq(v, "untouched");
+        parsed_free(&p);
+
+        parse_head(&p, "GET / HTTP/1.0\r\n\r\n");
+        ck_assert_uint_eq(m0_req_header_count(&p.req), 0);
+        ck_assert_ptr_null(m0_req_header(&p.req, "Host"));
+        ck_assert_int_eq(m0_req_header_at(&p.req, 0, &n, &v), -ERANGE);
+        parsed_free(&p);
+}
+END_TEST
+
+static Suite *request_suite(void)
+{
+        Suite *s = suite_create("request");
+        TCase *tc = tcase_create("request");
+        tcase_add_checked_fixture(tc, setup, NULL);
+        tcase_add_test(tc, accessors);
+        tcase_add_test(tc, query_decoding);
+        tcase_add_test(tc, query_empty_parts);
+        tcase_add_test(tc, query_empty_name);
+        tcase_add_test(tc, query_encoded_nul);
+        tcase_add_test(tc, query_int);
+        tcase_add_test(tc, headers);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void)
+{
+        return unit_run(request_suite());
+}

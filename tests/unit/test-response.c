@@ -1,0 +1,411 @@
+/* SPDX-License-Identifier: MIT */
+/* test-response.c: the response builder and its bytes on the wire (SPEC H4). */
+#include <errno.h>
+#include <stdint.h>
+
+#include "internal.h"
+#include "unit.h"
+
+static struct m0_loop *loop;
+static struct m0_res res;
+static struct m0_buf out;
+
+static void setup(void)
+{
+        loop = calloc(1, sizeof(*loop));
+        ck_assert_ptr_nonnull(loop);
+        memcpy(loop->date, "Date: X\r\n", 9);
+        loop->date_len = 9;
+        memset(&res, 0, sizeof(res));
+        m0__res_reset(&res);
+        memset(&out, 0, sizeof(out));
+}
+
+static void teardown(void)
+{
+        m0__buf_free(&res.head);
+        m0__buf_free(&res.body);
+        m0__buf_free(&out);
+        free(loop);
+        loop = NULL;
+}
+
+static void serialize(bool head_only, bool close)
+{
+        out.len = 0;
+        ck_assert_int_eq(m0__res_serialize(loop, &res, head_only, close, &out), 0);
+}
+
+START_TEST(ok_with_header_and_body)
+{
+        ck_assert_int_eq(res.status, 200);
+        ck_assert_int_eq(m0_res_header(&res, "Content-Type", "text/plain"), 0);
+        ck_assert_int_eq(m0_res_write(&res, "hello", 5), 0);
+        serialize(false, false);
+        ck_assert_buf_lit(out, "HTTP/1.1 200 OK\r\n"
+                               "Server: m0\r\n"
+                               "Date: X\r\n"
+                               "Content-Length: 5\r\n"
+                               "Content-Type: text/plain\r\n"
+                               "\r\n"
+                               "hello");
+}
+END_TEST
+
+START_TEST(head_only_keeps_length)
+{
+        ck_assert_int_eq(m0_res_header(&res, "Content-Type", "text/plain"), 0);
+        ck_assert_int_eq(m0_res_write(&res, "hello", 5), 0);
+        serialize(true, false);
+        ck_assert_buf_lit(out, "HTTP/1.1 200 OK\r\n"
+                               "Server: m0\r\n"
+                               "Date: X\r\n"
+                               "Content-Length: 5\r\n"
+                               "Content-Type: text/plain\r\n"
+                               "\r\n");
+}
+END_TEST
+
+START_TEST(close_adds_connection_close)
+{
+        ck_assert_int_eq(m0_res_header(&res, "Content-Type", "text/plain"), 0);
+        ck_assert_int_eq(m0_res_write(&res, "hello", 5), 0);
+        serialize(false, true);
+        ck_assert_buf_lit(out, "HTTP/1.1 200 OK\r\n"
+                               "Server: m0\r\n"
+                               "Date: X\r\n"
+                               "Content-Length: 5\r\n"
+                               "Connection: close\r\n"
+                               "Content-Type: text/plain\r\n"
+                               "\r\n"
+                               "hello");
+        serialize(true, true);
+        ck_assert_buf_lit(out, "HTTP/1.1 200 OK\r\n"
+                               "Server: m0\r\n"
+                               "Date: X\r\n"
+                               "Content-Length: 5\r\n"
+                               "Connection: close\r\n"
+                               "Content-Type: text/plain\r\n"
+                               "\r\n");
+}
+END_TEST
+
+START_TEST(empty_body_and_other_statuses)
+{
+        serialize(false, false);
+        ck_assert_buf_lit(out,
+                          "HTTP/1.1 200 OK\r\nServer: m0\r\nDate: X\r\nContent-Length: 0\r\n\r\n");
+
+        ck_assert_int_eq(m0_res_status(&res, 404), 0);
+        ck_assert_int_eq(m0_res_write(&res, "no\n", 3), 0);
+        serialize(false, false);
+        ck_assert_buf_lit(out, "HTTP/1.1 404 Not Found\r\nServer: m0\r\nDate: X\r\n"
+                               "Content-Length: 3\r\n\r\nno\n");
+
+        ck_assert_int_eq(m0_res_status(&res, 299), 0);
+        serialize(false, false);
+        ck_assert_buf_lit(out, "HTTP/1.1 299 Unknown\r\nServer: m0\r\nDate: X\r\n"
+                               "Content-Length: 3\r\n\r\nno\n");
+}
+END_TEST
+
+START_TEST(no_content_and_not_modified_carry_no_length)
+{
+        ck_assert_int_eq(m0_res_header(&res, "ETag", "\"v1\""), 0);
+        ck_assert_int_eq(m0_res_status(&res, 204), 0);
+        serialize(false, false);
+        ck_assert_buf_lit(out, "HTTP/1.1 204 No Content\r\nServer: m0\r\nDate: X\r\n"
+                               "ETag: \"v1\"\r\n\r\n");
+
+        ck_assert_int_eq(m0_res_status(&res, 304), 0);
+        serialize(false, true);
+        ck_assert_buf_lit(out, "HTTP/1.1 304 Not Modified\r\nServer: m0\r\nDate: X\r\n"
+                               "Connection: close\r\nETag: \"v1\"\r\n\r\n");
+
+        /* a body written to a 204 is not sent: it would be read as the next response */
+        ck_assert_int_eq(m0_res_write(&res, "stray", 5), 0);
+        ck_assert_int_eq(m0_res_status(&res, 204), 0);
+        serialize(false, false);
+        ck_assert_buf_lit(out, "HTTP/1.1 204 No Content\r\nServer: m0\r\nDate: X\r\n"
+                               "ETag: \"v1\"\r\n\r\n");
+}
+END_TEST
+
+START_TEST(serialize_appends)
+{
+        /* pipelined responses are batched into one buffer */
+        ck_assert_int_eq(m0__buf_append(&out, "PREV", 4), 0);
+        ck_assert_int_eq(m0_res_write(&res, "a", 1), 0);
+        ck_assert_int_eq(m0__res_serialize(loop, &res, false, false, &out), 0);
+        ck_assert_int_eq(m0__res_serialize(loop, &res, false, true, &out), 0);
+        ck_assert_buf_lit(out, "PREV"
+                               "HTTP/1.1 200 OK\r\nServer: m0\r\nDate: X\r\nContent-Length: 1\r\n"
+                               "\r\na"
+                               "HTTP/1.1 200 OK\r\nServer: m0\r\nDate: X\r\nContent-Length: 1\r\n"
+                               "Connection: close\r\n\r\na");
+}
+END_TEST
+
+START_TEST(large_body_and_head)
+{
+        /* a body and headers past every initial capacity, and the real date line's length */
+        static const char date[] = "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n";
+        memcpy(loop->date, date, sizeof(date) - 1);
+        loop->date_len = sizeof(date) - 1;
+        size_t n = 1000003;
+        char *body = malloc(n);
+        ck_assert_ptr_nonnull(body);
+        for (size_t i = 0; i < n; i++)
+                body[i] = (char)('A' + i % 23);
+        ck_assert_int_eq(m0_res_write(&res, body, n), 0);
+        char value[1000];
+        memset(value, 'v', sizeof(value) - 1);
+        value[sizeof(value) - 1] = '\0';
+        for (int i = 0; i < 10; i++) {
+                char name[16];
+                snprintf(name, sizeof(name), "X-%d", i);
+                ck_assert_int_eq(m0_res_header(&res, name, value), 0);
+        }
+        ck_assert_int_eq(m0_res_status(&res, 431), 0); /* the longest reason */
+        serialize(false, true);
+        struct m0_buf exp = {0};
+        ck_assert_int_eq(m0__buf_printf(&exp,
+                                        "HTTP/1.1 431 Request Header Fields Too Large\r\n"
+                                        "Server: m0\r\n%sContent-Length: 1000003\r\n"
+                                        "Connection: close\r\n",
+                                        date),
+                         0);
+        for (int i = 0; i < 10; i++)
+                ck_assert_int_eq(m0__buf_printf(&exp, "X-%d: %s\r\n", i, value), 0);
+        ck_assert_int_eq(m0__buf_append(&exp, "\r\n", 2), 0);
+        ck_assert_int_eq(m0__buf_append(&exp, body, n), 0);
+        ck_assert_bytes(out.data, out.len, exp.data, exp.len);
+        m0__buf_free(&exp);
+        free(body);
+}
+END_TEST
+
+START_TEST(error_answers)
+{
+        ck_assert_int_eq(m0__res_error(loop, 413, &out), 0);
+        ck_assert_buf_lit(out, "HTTP/1.1 413 Content Too Large\r\n"
+                               "Server: m0\r\n"
+                               "Date: X\r\n"
+                               "Content-Length: 22\r\n"
+                               "Connection: close\r\n"
+                               "Content-Type: text/plain; charset=utf-8\r\n"
+                               "\r\n"
+                               "413 Content Too Large\n");
+        out.len = 0;
+        ck_assert_int_eq(m0__res_error(loop, 431, &out), 0);
+        ck_assert_buf_lit(out, "HTTP/1.1 431 Request Header Fields Too Large\r\n"
+                               "Server: m0\r\n"
+                               "Date: X\r\n"
+                               "Content-Length: 36\r\n"
+                               "Connection: close\r\n"
+                               "Content-Type: text/plain; charset=utf-8\r\n"
+                               "\r\n"
+                               "431 Request Header Fields Too Large\n");
+        out.len = 0;
+        ck_assert_int_eq(m0__res_error(loop, 400, &out), 0);
+        ck_assert_buf_lit(out, "HTTP/1.1 400 Bad Request\r\n"
+                               "Server: m0\r\n"
+                               "Date: X\r\n"
+                               "Content-Length: 16\r\n"
+                               "Connection: close\r\n"
+                               "Content-Type: text/plain; charset=utf-8\r\n"
+                               "\r\n"
+                               "400 Bad Request\n");
+}
+END_TEST
+
+START_TEST(reasons)
+{
+        ck_assert_str_eq(m0__status_reason(200), "OK");
+        ck_assert_str_eq(m0__status_reason(400), "Bad Request");
+        ck_assert_str_eq(m0__status_reason(408), "Request Timeout");
+        ck_assert_str_eq(m0__status_reason(413), "Content Too Large");
+        ck_assert_str_eq(m0__status_reason(414), "URI Too Long");
+        ck_assert_str_eq(m0__status_reason(431), "Request Header Fields Too Large");
+        ck_assert_str_eq(m0__status_reason(500), "Internal Server Error");
+        ck_assert_str_eq(m0__status_reason(503), "Service Unavailable");
+        ck_assert_str_eq(m0__status_reason(599), "Unknown");
+}
+END_TEST
+
+START_TEST(status_range)
+{
+        ck_assert_int_eq(m0_res_status(&res, 200), 0);
+        ck_assert_int_eq(res.status, 200);
+        ck_assert_int_eq(m0_res_status(&res, 599), 0);
+        ck_assert_int_eq(res.status, 599);
+        ck_assert_int_eq(m0_res_status(&res, 199), -EINVAL);
+        ck_assert_int_eq(m0_res_status(&res, 100), -EINVAL);
+        ck_assert_int_eq(m0_res_status(&res, 600), -EINVAL);
+        ck_assert_int_eq(m0_res_status(&res, 0), -EINVAL);
+        ck_assert_int_eq(m0_res_status(&res, -200), -EINVAL);
+        ck_assert_int_eq(m0_res_status(&res, 999), -EINVAL);
+        ck_assert_int_eq(res.status, 599); /* a refused status changes nothing */
+        m0__res_reset(&res);
+        ck_assert_int_eq(res.status, 200);
+}
+END_TEST
+
+START_TEST(header_refusals)
+{
+        /* CR, LF, NUL and other controls in values */
+        ck_assert_int_eq(m0_res_header(&res, "X-A", "a\rb"), -EINVAL);
+        ck_assert_int_eq(m0_res_header(&res, "X-A", "a\nb"), -EINVAL);
+        ck_assert_int_eq(m0_res_header(&res, "X-A", "a\r\nX-Evil: 1"), -EINVAL);
+        ck_assert_int_eq(m0_res_headerf(&res, "X-A", "a%cb", 0), -EINVAL);
+        ck_assert_int_eq(m0_res_header(&res, "X-A", "a\x01"), -EINVAL);
+        ck_assert_int_eq(m0_res_header(&res, "X-A", "a\x7f"), -EINVAL);
+        ck_assert_int_eq(m0_res_header(&res, "X-A", NULL), -EINVAL);
+        ck_assert_int_eq(m0_res_header(&res, NULL, "v"), -EINVAL);
+        /* the host's framing headers, in any case */
+        static const char *const reserved[] = {"Content-Length",
+                                               "content-length",
+                                               "CONTENT-LENGTH",
+                                               "Date",
+                                               "date",
+                                               "Server",
+                                               "SERVER",
+                                               "Connection",
+                                               "connection",
+                                               "Transfer-Encoding",
+                                               "transfer-encoding"};
+        for (size_t i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
+                ck_assert_msg(m0_res_header(&res, reserved[i], "x") == -EINVAL, "%s accepted",
+                              reserved[i]);
+        /* names that are not tokens */
+        static const char *const bad_names[] = {"",    "X Y",  "X:Y",       "X\tY",  "X\r",
+                                                "X\n", "X(y)", "X\"",       "X/Y",   "X@",
+                                                "X=",  "X{",   "X\xc3\xa9", "X\x7f", "X;"};
+        for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
+                int r = m0_res_header(&res, bad_names[i], "v");
+                if (r != -EINVAL) {
+                        char *e = unit_escape(bad_names[i], strlen(bad_names[i]));
+                        ck_abort_msg("name \"%s\": %d", e, r);
+                }
+        }
+        ck_assert_uint_eq(res.nheaders, 0);
+        ck_assert_uint_eq(res.head.len, 0);
+
+        /* what is allowed */
+        ck_assert_int_eq(m0_res_header(&res, "X-Tab", "a\tb"), 0);
+        ck_assert_int_eq(m0_res_header(&res, "X-Utf8", "caf\xc3\xa9"), 0);
+        ck_assert_int_eq(m0_res_header(&res, "X-Empty", ""), 0);
+        ck_assert_int_eq(m0_res_header(&res, "!#$%&'*+-.^_`|~09azAZ", "t"), 0);
+        ck_assert_int_eq(m0_res_header(&res, "Content-Lengthy", "1"), 0);
+        ck_assert_int_eq(m0_res_headerf(&res, "X-N", "%d-%s", 7, "x"), 0);
+        ck_assert_uint_eq(res.nheaders, 6);
+        ck_assert_buf_lit(res.head, "X-Tab: a\tb\r\nX-Utf8: caf\xc3\xa9\r\nX-Empty: \r\n"
+                                    "!#$%&'*+-.^_`|~09azAZ: t\r\nContent-Lengthy: 1\r\n"
+                                    "X-N: 7-x\r\n");
+}
+END_TEST
+
+START_TEST(header_bounds)
+{
+        for (int i = 0; i < 64; i++) {
+                char name[16];
+                snprintf(name, sizeof(name), "X-%d", i);
+                ck_assert_int_eq(m0_res_header(&res, name, "v"), 0);
+        }
+        ck_assert_uint_eq(res.nheaders, 64);
+        size_t len = res.head.len;
+        ck_assert_int_eq(m0_res_header(&res, "X-64", "v"), -ENOBUFS);
+        ck_assert_int_eq(m0_res_headerf(&res, "X-64", "%s", "v"), -ENOBUFS);
+        ck_assert_uint_eq(res.nheaders, 64);
+        ck_assert_uint_eq(res.head.len, len);
+        m0__res_reset(&res);
+        ck_assert_uint_eq(res.nheaders, 0);
+        ck_assert_uint_eq(res.head.len, 0);
+
+        /* 16 KiB of header lines: "X: " + value + CRLF */
+        char *big = malloc(16384);
+        ck_assert_ptr_nonnull(big);
+        memset(big, 'b', 16384 - 1);
+        big[16384 - 5] = '\0'; /* "X: " + 16379 + CRLF = 16384 */
+        ck_assert_int_eq(m0_res_header(&res, "X", big), 0);
+        ck_assert_uint_eq(res.head.len, 16384);
+        ck_assert_int_eq(m0_res_header(&res, "Y", ""), -ENOBUFS);
+        m0__res_reset(&res);
+        big[16384 - 5] = 'b';
+        big[16384 - 4] = '\0'; /* one byte more */
+        ck_assert_int_eq(m0_res_header(&res, "X", big), -ENOBUFS);
+        ck_assert_uint_eq(res.head.len, 0);
+        free(big);
+
+        /* a formatted value past 1023 bytes */
+        ck_assert_int_eq(m0_res_headerf(&res, "X", "%01024d", 1), -ENOBUFS);
+        ck_assert_int_eq(m0_res_headerf(&res, "X", "%01023d", 1), 0);
+        ck_assert_uint_eq(res.head.len, 3 + 1023 + 2);
+}
+END_TEST
+
+START_TEST(json_string)
+{
+        ck_assert_int_eq(m0_res_write(&res, "[", 1), 0);
+        ck_assert_int_eq(
+                m0_res_json_string(&res,
+                                   "a\"b\\c/\n\r\t\b\f\x01\x1f\x7f caf\xc3\xa9 \xf0\x9f\x98\x80"),
+                0);
+        ck_assert_int_eq(m0_res_write(&res, ",", 1), 0);
+        ck_assert_int_eq(m0_res_json_string(&res, ""), 0);
+        ck_assert_int_eq(m0_res_write(&res, "]", 1), 0);
+        ck_assert_buf_lit(res.body, "[\"a\\\"b\\\\c/\\n\\r\\t\\u0008\\u000c\\u0001\\u001f\x7f "
+                                    "caf\xc3\xa9 \xf0\x9f\x98\x80\",\"\"]");
+}
+END_TEST
+
+START_TEST(json_and_text_helpers)
+{
+        ck_assert_int_eq(m0_res_json(&res, 201, "{\"id\":%d}", 7), 0);
+        serialize(false, false);
+        ck_assert_buf_lit(out, "HTTP/1.1 201 Created\r\nServer: m0\r\nDate: X\r\n"
+                               "Content-Length: 8\r\nContent-Type: application/json\r\n\r\n"
+                               "{\"id\":7}");
+        m0__res_reset(&res);
+        ck_assert_int_eq(m0_res_text(&res, 503, "busy\n"), 0);
+        serialize(false, false);
+        ck_assert_buf_lit(out, "HTTP/1.1 503 Service Unavailable\r\nServer: m0\r\nDate: X\r\n"
+                               "Content-Length: 5\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                               "\r\nbusy\n");
+        m0__res_reset(&res);
+        ck_assert_int_eq(m0_res_text(&res, 700, "x"), -EINVAL);
+        ck_assert_int_eq(res.status, 200);
+        ck_assert_uint_eq(res.body.len, 0);
+        ck_assert_int_eq(m0_res_printf(&res, "%s=%d;", "n", 5), 0);
+        ck_assert_int_eq(m0_res_printf(&res, "%s", "end"), 0);
+        ck_assert_buf_lit(res.body, "n=5;end");
+}
+END_TEST
+
+static Suite *response_suite(void)
+{
+        Suite *s = suite_create("response");
+        TCase *tc = tcase_create("response");
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_add_test(tc, ok_with_header_and_body);
+        tcase_add_test(tc, head_only_keeps_length);
+        tcase_add_test(tc, close_adds_connection_close);
+        tcase_add_test(tc, empty_body_and_other_statuses);
+        tcase_add_test(tc, no_content_and_not_modified_carry_no_length);
+        tcase_add_test(tc, serialize_appends);
+        tcase_add_test(tc, large_body_and_head);
+        tcase_add_test(tc, error_answers);
+        tcase_add_test(tc, reasons);
+        tcase_add_test(tc, status_range);
+        tcase_add_test(tc, header_refusals);
+        tcase_add_test(tc, header_bounds);
+        tcase_add_test(tc, json_string);
+        tcase_add_test(tc, json_and_text_helpers);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void)
+{
+        return unit_run(response_suite());
+}
