@@ -270,7 +270,8 @@ static void dispatch(struct m0_conn *c)
         bool is_head = c->parser.method == HTTP_HEAD;
         c->nreq++;
         l->requests++;
-        bool keep = llhttp_should_keep_alive(&c->parser) && !l->stopping && !c->closing &&
+        bool keep = llhttp_should_keep_alive(&c->parser) &&
+                    !atomic_load_explicit(&h->stopping, memory_order_relaxed) && !c->closing &&
                     (h->cfg.max_keepalive_requests == 0 || c->nreq < h->cfg.max_keepalive_requests);
         if (st) {
                 /* checked at headers-complete already; a second walk cannot disagree */
@@ -308,6 +309,9 @@ static void dispatch(struct m0_conn *c)
                 m0__sse_begin(c, req, &l->res);
                 goto done;
         }
+        /* A drain that began while the handler ran still closes this connection (X1). */
+        if (atomic_load_explicit(&h->stopping, memory_order_relaxed))
+                keep = false;
         if (m0__res_serialize(l, &l->res, is_head, !keep, &l->wbuf) < 0) {
                 (void)m0__res_error(l, 500, &l->wbuf);
                 keep = false;
@@ -638,7 +642,8 @@ void m0__conn_job_done(struct m0_loop *l, struct m0_job *job)
                 return;
         }
         c->busy = false;
-        bool keep = job->keep_alive && !l->stopping;
+        bool keep =
+                job->keep_alive && !atomic_load_explicit(&l->host->stopping, memory_order_relaxed);
         if (m0__res_serialize(l, &job->res, job->is_head, !keep, &l->wbuf) < 0) {
                 (void)m0__res_error(l, 500, &l->wbuf);
                 keep = false;

@@ -96,7 +96,12 @@ int m0__doctor(struct m0_host *h, const struct m0_check *checks, size_t n, int f
                 fprintf(out, "sockets: none passed; serving would bind %s:%u\n", cfg->host,
                         cfg->port);
         fprintf(out, "watchdog: %s\n", wd ? wd : "off (WATCHDOG_USEC unset)");
-        fprintf(out, "capabilities: effective %s, permitted %s\n", eff, prm);
+        char held[256];
+        m0__caps_describe(held, sizeof(held));
+        fprintf(out,
+                "capabilities: %s (effective %s, permitted %s); serving drops them all after "
+                "taking the sockets, and sets no-new-privs\n",
+                held, eff, prm);
         for (size_t i = 0; i < n; i++)
                 fprintf(out, "check %-24s %s  %s%s%s%s\n", checks[i].name,
                         checks[i].ok ? "ok  " : "FAIL", checks[i].detail, checks[i].ok ? "" : " (",
@@ -126,7 +131,9 @@ int m0__doctor(struct m0_host *h, const struct m0_check *checks, size_t n, int f
                 fprintf(out, "}");
         }
         fprintf(out, "]},\"watchdog\":{\"usec\":%s},", wd ? wd : "null");
-        fprintf(out, "\"capabilities\":{\"effective\":");
+        fprintf(out, "\"capabilities\":{\"held\":");
+        json_str(out, held);
+        fprintf(out, ",\"dropped_when_serving\":true,\"effective\":");
         json_str(out, eff);
         fprintf(out, ",\"permitted\":");
         json_str(out, prm);

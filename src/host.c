@@ -67,6 +67,7 @@ bool m0__barrier_wait(struct m0_host *h, const char *who, int make_r, const char
 
 static void post_stop_all(struct m0_host *h)
 {
+        atomic_store(&h->stopping, true);
         for (int i = 0; i < h->nloops; i++) {
                 struct m0_msg *m = calloc(1, sizeof(*m));
                 if (!m)
@@ -394,6 +395,12 @@ int m0_main(const m0_app *app, int argc, char **argv)
                 }
         }
         (void)m0__limits_raise(h);
+        /* K1: the sockets are held; nothing else the host does needs a capability. */
+        if (m0__caps_drop(err, sizeof(err)) < 0) {
+                m0__sockets_close(&h->sockets);
+                m0__log(M0_LOG_ERR, -1, NULL, "%s", err);
+                return M0__EXIT_FAIL;
+        }
         if (m0__bus_init(&h->bus, h->cfg.replay_frames) < 0) {
                 m0__sockets_close(&h->sockets);
                 m0__log(M0_LOG_ERR, -1, NULL, "no memory for the replay ring");

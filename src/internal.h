@@ -166,6 +166,14 @@ int m0__sockets_bind(struct m0_sockets *s, const char *host, uint32_t port, char
                      size_t err_len);
 void m0__sockets_close(struct m0_sockets *s);
 
+/* ---- caps.c ---- */
+
+/* Drop every capability (bounding, ambient, effective, permitted, inheritable) and set
+ * no-new-privs. 0 or -errno with `err` filled. */
+int m0__caps_drop(char *err, size_t err_len);
+/* The capabilities held now, as text ("=" when none). */
+void m0__caps_describe(char *out, size_t len);
+
 /* ---- checks.c ---- */
 
 struct m0_check {
@@ -548,7 +556,10 @@ struct m0_host {
         struct m0_producer producer;
         uint64_t watchdog_usec; /* WATCHDOG_USEC for this process, 0 when off */
         uint32_t tick_ms;       /* M0_APP_TICK_MS when set, else the app's tick_ms (S3) */
-        char sockets_err[256];  /* why a passed socket cannot be served; "" when all are fine */
+        /* Set by the coordinator when the drain begins, before any loop reads its stop message:
+         * a request being answered right then already gets Connection: close (X1). */
+        atomic_bool stopping;
+        char sockets_err[256]; /* why a passed socket cannot be served; "" when all are fine */
 };
 
 /* doctor.c: print the doctor's report (D1); returns the exit code serving would return. */
