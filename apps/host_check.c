@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* host_check: the app the host's own tests drive (SPEC A1); every answer says where it ran. */
 #include <errno.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,10 +71,17 @@ static int slow(m0_req *req, m0_res *res, void *state)
         return m0_res_json(res, 200, "{\"slept_ms\":%ld}\n", ms);
 }
 
+/* A test knob: unset gives `def`; a value that is not a whole number gives LONG_MIN, which the
+ * app's check refuses before anything is built. */
 static long env_long(const char *name, long def)
 {
         const char *v = getenv(name);
-        return v && *v ? strtol(v, NULL, 10) : def;
+        if (!v || !*v)
+                return def;
+        char *end;
+        errno = 0;
+        long x = strtol(v, &end, 10);
+        return *end || errno ? LONG_MIN : x;
 }
 
 /* /events: the producer's beats (S1); x-worker says which loop holds the stream. */
@@ -80,6 +89,21 @@ static int events(m0_req *req, m0_res *res, void *state)
 {
         int r = where(req, res, state);
         return r < 0 ? r : m0_res_stream(res);
+}
+
+/*
+ * /crash (loop) and /crash-pool (a blocking route): a fatal signal in the middle of a request,
+ * for the crash report's tests (J2). 404 unless M0_HOSTCHECK_CRASH=1 was set explicitly.
+ */
+static int crash(m0_req *req, m0_res *res, void *state)
+{
+        const char *on = getenv("M0_HOSTCHECK_CRASH");
+        if (!on || strcmp(on, "1") != 0)
+                return m0_res_text(res, 404, "404 Not Found\n");
+        (void)state;
+        (void)req;
+        raise(SIGSEGV);
+        return 0;
 }
 
 /* POST /echo: the body back, as received (chunked bodies arrive decoded). */
@@ -151,11 +175,21 @@ static int64_t step(void *state)
 /* The knobs a test can get wrong, refused before anything is built. */
 static int check(char *finding, size_t flen, char *fix, size_t xlen)
 {
-        const char *v = getenv("M0_HOSTCHECK_PERIOD_MS");
-        char *end;
-        if (v && (strtol(v, &end, 10) < 1 || *end)) {
-                snprintf(finding, flen, "M0_HOSTCHECK_PERIOD_MS='%s' is not a period", v);
-                snprintf(fix, xlen, "set M0_HOSTCHECK_PERIOD_MS to milliseconds, 1 or more");
+        static const struct {
+                const char *name;
+                long min;
+        } knobs[] = {
+                {"M0_HOSTCHECK_PERIOD_MS", 1},       {"M0_HOSTCHECK_STEP_COST_MS", 0},
+                {"M0_HOSTCHECK_MAKE_DELAY_MS", 0},   {"M0_HOSTCHECK_LOOP_MAKE_FAILS", 0},
+                {"M0_HOSTCHECK_POOL_MAKE_FAILS", 0}, {"M0_HOSTCHECK_PRODUCER_MAKE_FAILS", 0},
+        };
+        for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
+                if (env_long(knobs[i].name, knobs[i].min) >= knobs[i].min)
+                        continue;
+                snprintf(finding, flen, "%s='%s' is not a whole number from %ld", knobs[i].name,
+                         getenv(knobs[i].name), knobs[i].min);
+                snprintf(fix, xlen, "set %s to a whole number, %ld or more", knobs[i].name,
+                         knobs[i].min);
                 return -EINVAL;
         }
         return 0;
@@ -168,6 +202,8 @@ static const m0_route routes[] = {
         {"GET", "/slow", slow, M0_ROUTE_BLOCKING},
         {"POST", "/echo", echo, 0},
         {"GET", "/events", events, 0},
+        {"GET", "/crash", crash, 0},
+        {"GET", "/crash-pool", crash, M0_ROUTE_BLOCKING},
         {"GET", "/events-from-func", events, M0_ROUTE_BLOCKING},
         {NULL, NULL, NULL, 0},
 };

@@ -40,8 +40,10 @@ static void pass(struct m0_check *c, const char *fmt, ...)
 static void check_threads_count(struct m0_host *h, struct m0_check *c)
 {
         if (h->cfg.threads < 1)
-                fail(c, "set --threads (M0_THREADS) to 1 or more, or auto",
-                     "M0_THREADS=%u serves no loop", h->cfg.threads);
+                fail(c, "set --threads (M0_THREADS) to 1 or more, or auto", "%s=%u serves no loop",
+                     m0__config_source(&h->cfg, "threads") == M0_SRC_FLAG ? "--threads"
+                                                                          : "M0_THREADS",
+                     h->cfg.threads);
         else
                 pass(c, "%u loop%s", h->cfg.threads, h->cfg.threads == 1 ? "" : "s");
 }

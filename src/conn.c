@@ -303,7 +303,7 @@ static void dispatch(struct m0_conn *c)
         }
         m0__res_reset(&l->res);
         m0__thread_request_set(h, req->method, req->path);
-        m0__app_run(fn, status, req, &l->res, l->state);
+        m0__app_run(h->app, fn, status, req, &l->res, l->state);
         m0__thread_request_set(h, NULL, NULL);
         if (l->res.stream) {
                 m0__sse_begin(c, req, &l->res);
@@ -316,6 +316,9 @@ static void dispatch(struct m0_conn *c)
                 (void)m0__res_error(l, 500, &l->wbuf);
                 keep = false;
         }
+        if (h->cfg.access_log)
+                m0__log(M0_LOG_INFO, l->index, NULL, "%s %s %d %zu", req->method, req->path,
+                        l->res.status, l->res.body.len);
         if (!keep)
                 c->closing = true;
 done:
@@ -408,7 +411,7 @@ static int stash(struct m0_conn *c, char *base, size_t from, size_t len, size_t 
 static void linger_or_close(struct m0_conn *c)
 {
         const struct m0_config *cfg = &c->loop->host->cfg;
-        if (c->eof || cfg->linger_ms == 0) {
+        if (cfg->linger_ms == 0) {
                 m0__conn_close(c);
                 return;
         }
@@ -465,7 +468,7 @@ static bool flush(struct m0_conn *c)
                 return false;
         }
         (void)set_events(c, EPOLLIN);
-        if (c->closing || c->eof) {
+        if (c->closing) {
                 linger_or_close(c);
                 return false;
         }
@@ -599,7 +602,7 @@ static void on_writable(struct m0_conn *c)
                 timer_unlink(c);
                 return;
         }
-        if (c->closing || c->eof) {
+        if (c->closing) {
                 linger_or_close(c);
                 return;
         }
@@ -648,6 +651,9 @@ void m0__conn_job_done(struct m0_loop *l, struct m0_job *job)
                 (void)m0__res_error(l, 500, &l->wbuf);
                 keep = false;
         }
+        if (l->host->cfg.access_log)
+                m0__log(M0_LOG_INFO, l->index, NULL, "%s %s %d %zu (pool)", job->req.method,
+                        job->req.path, job->res.status, job->res.body.len);
         m0__job_free(job);
         if (!keep)
                 c->closing = true;

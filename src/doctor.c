@@ -24,15 +24,18 @@ struct each {
         FILE *out;
         bool json;
         bool first;
+        bool passed; /* sockets were passed: host and port are the socket's, not ours */
 };
 
 static void knob_line(void *ud, const char *flag, const char *env, const char *value,
                       enum m0_source src)
 {
         struct each *e = ud;
+        const char *src_name = m0__source_name(src);
+        if (e->passed && (!strcmp(flag, "host") || !strcmp(flag, "port")))
+                src_name = "socket";
         if (!e->json) {
-                fprintf(e->out, "  --%-24s %-28s %-12s (%s)\n", flag, env, value,
-                        m0__source_name(src));
+                fprintf(e->out, "  --%-24s %-28s %-12s (%s)\n", flag, env, value, src_name);
                 return;
         }
         fprintf(e->out, "%s", e->first ? "" : ",");
@@ -42,7 +45,7 @@ static void knob_line(void *ud, const char *flag, const char *env, const char *v
         json_str(e->out, env);
         fprintf(e->out, ",\"value\":");
         json_str(e->out, value);
-        fprintf(e->out, ",\"source\":\"%s\"}", m0__source_name(src));
+        fprintf(e->out, ",\"source\":\"%s\"}", src_name);
 }
 
 /* The capability sets this process holds now, from /proc (the host drops them once serving). */
@@ -79,7 +82,7 @@ int m0__doctor(struct m0_host *h, const struct m0_check *checks, size_t n, int f
 
         fprintf(out, "m0 doctor: %s (m0 %s)\n", app->name, m0_version());
         fprintf(out, "configuration (value, source):\n");
-        struct each e = {.out = out, .json = false, .first = true};
+        struct each e = {.out = out, .json = false, .first = true, .passed = h->sockets.passed};
         m0__config_each(cfg, knob_line, &e);
         fprintf(out, "topology: %u loop%s, %u pool thread%s, %s producer, %u handler%s\n",
                 cfg->threads, cfg->threads == 1 ? "" : "s", pool, pool == 1 ? "" : "s",

@@ -17,21 +17,21 @@
 
 extern char **environ;
 
-static void refuse_line(const char *finding, const char *fix)
-{
-        /* R1: the one line a person reads, on stderr whatever the log's destination. */
-        if (fix && *fix)
-                fprintf(stderr, "m0: %s (%s)\n", finding, fix);
-        else
-                fprintf(stderr, "m0: %s\n", finding);
-        fflush(stderr);
-}
-
+/*
+ * R1: one line a person reads, `m0: <finding> (<fix>)`. Under journald it is one structured
+ * entry (with MESSAGE_ID); elsewhere one line on stderr.
+ */
 static int refuse(const char *finding, const char *fix)
 {
-        refuse_line(finding, fix);
-        m0__log(M0_LOG_ERR, -1, M0_MID_REFUSED, "refused: %s%s%s%s", finding,
-                fix && *fix ? " (" : "", fix && *fix ? fix : "", fix && *fix ? ")" : "");
+        bool has_fix = fix && *fix;
+        if (m0__log_journal()) {
+                m0__log(M0_LOG_ERR, -1, M0_MID_REFUSED, "m0: %s%s%s%s", finding,
+                        has_fix ? " (" : "", has_fix ? fix : "", has_fix ? ")" : "");
+        } else {
+                fprintf(stderr, "m0: %s%s%s%s\n", finding, has_fix ? " (" : "", has_fix ? fix : "",
+                        has_fix ? ")" : "");
+                fflush(stderr);
+        }
         return M0__EXIT_CONFIG;
 }
 
@@ -166,6 +166,7 @@ static int serve(struct m0_host *h)
         }
 
         h->nloops = (int)h->cfg.threads;
+        m0__crash_install(h, m0__log_journal());
         h->tick_ms = m0__config_source(&h->cfg, "app-tick-ms") != M0_SRC_DEFAULT
                              ? h->cfg.app_tick_ms
                              : h->app->tick_ms;

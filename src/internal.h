@@ -16,6 +16,10 @@
 
 #include "m0.h"
 
+struct m0_host;
+struct m0_loop;
+struct m0_conn;
+
 #define M0__EXIT_OK 0
 #define M0__EXIT_FAIL 1
 #define M0__EXIT_USAGE 2
@@ -133,6 +137,8 @@ enum m0_log_prio {
 #define M0_MID_DRAIN_TIMEOUT "9b3b6f1e2d4c4a7e8f0a1b2c3d4e5f64"
 
 void m0__log_init(const char *app_name);
+/* Whether lines go to journald as structured entries (J1). */
+bool m0__log_journal(void);
 /* Log one line; `loop` is -1 when no loop speaks; `mid` may be NULL. Thread-safe. */
 void m0__log(int prio, int loop, const char *mid, const char *fmt, ...) M0_PRINTF(4, 5);
 
@@ -165,6 +171,14 @@ int m0__sockets_take(struct m0_sockets *s, char *err, size_t err_len);
 int m0__sockets_bind(struct m0_sockets *s, const char *host, uint32_t port, char *err,
                      size_t err_len);
 void m0__sockets_close(struct m0_sockets *s);
+
+/* ---- crash.c ---- */
+
+/* Install the fatal-signal handlers (J2) once, before any thread exists. */
+void m0__crash_install(struct m0_host *h, bool journal);
+/* Name this thread for crash reports and give it an alternate signal stack. */
+void m0__thread_identify(struct m0_loop *l, m0_thread_kind kind, int loop, int thread);
+void m0__thread_forget(void);
 
 /* ---- caps.c ---- */
 
@@ -314,9 +328,8 @@ struct m0_conn {
         bool req_started; /* req_off is known */
         bool closing;     /* answer no more; close once the output is out */
         bool lingering;   /* output out, write side shut; dropping the client's bytes */
-        bool eof;
-        bool busy;      /* a pool thread is answering the current request */
-        int err_status; /* the status a callback chose when it stopped the parser */
+        bool busy;        /* a pool thread is answering the current request */
+        int err_status;   /* the status a callback chose when it stopped the parser */
 
         struct m0_buf body;
         struct m0_buf out; /* bytes the socket did not take yet */
@@ -581,6 +594,7 @@ void m0__thread_request_set(struct m0_host *h, const char *method, const char *p
 m0_handler_fn m0__app_route(const m0_app *app, const m0_req *req, bool is_head, bool *ret_blocking,
                             int *ret_status);
 /* Run `fn` (NULL: answer *status) and turn a failure into a 500. */
-void m0__app_run(m0_handler_fn fn, int status, m0_req *req, m0_res *res, void *state);
+void m0__app_run(const m0_app *app, m0_handler_fn fn, int status, m0_req *req, m0_res *res,
+                 void *state);
 
 #endif /* M0_INTERNAL_H */

@@ -39,6 +39,11 @@ void m0__log_init(const char *app_name)
         log_journal = stderr_is_journal();
 }
 
+bool m0__log_journal(void)
+{
+        return log_journal;
+}
+
 void m0__log(int prio, int loop, const char *mid, const char *fmt, ...)
 {
         char msg[1024];

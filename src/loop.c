@@ -166,7 +166,9 @@ static void cut_all(struct m0_loop *l)
         for (int cls = M0_TIMER_IDLE; cls < M0_TIMER_N; cls++) {
                 struct m0_conn *c;
                 while ((c = l->timers[cls].head)) {
-                        l->cut++;
+                        /* a connection lingering after its last answer was answered whole */
+                        if (cls != M0_TIMER_LINGER)
+                                l->cut++;
                         m0__conn_close(c);
                 }
         }
@@ -289,24 +291,6 @@ static int serve(struct m0_loop *l)
         return 0;
 }
 
-/* The request this thread is serving, for the crash report; the loop this thread runs, if any. */
-static __thread char thread_request[160];
-static __thread struct m0_loop *thread_loop;
-
-void m0__thread_request_set(struct m0_host *h, const char *method, const char *path)
-{
-        if (!method)
-                thread_request[0] = '\0';
-        else
-                snprintf(thread_request, sizeof(thread_request), "%s %s", method, path);
-        /* The watchdog names what a stuck loop serves; without it the lock is not taken. */
-        if (h->watchdog_usec && thread_loop) {
-                pthread_mutex_lock(&thread_loop->cur_lock);
-                memcpy(thread_loop->cur, thread_request, sizeof(thread_loop->cur));
-                pthread_mutex_unlock(&thread_loop->cur_lock);
-        }
-}
-
 void m0__loop_request_get(struct m0_loop *l, char *out, size_t len)
 {
         pthread_mutex_lock(&l->cur_lock);
@@ -321,7 +305,7 @@ void *m0__loop_main(void *arg)
         char name[16];
         snprintf(name, sizeof(name), "m0-loop-%d", l->index);
         pthread_setname_np(pthread_self(), name);
-        thread_loop = l;
+        m0__thread_identify(l, M0_THREAD_LOOP, l->index, -1);
 
         char why[200] = "";
         int r = 0;
@@ -343,13 +327,17 @@ void *m0__loop_main(void *arg)
                 }
                 m0__pool_stop(&l->pool);
                 m0__log(M0_LOG_INFO, l->index, NULL,
-                        "loop stopped: accepted %llu, passed %llu, received %llu, requests %llu",
+                        "loop stopped: accepted %llu, passed %llu, received %llu, requests %llu, "
+                        "connections refused %llu, slow streams closed %llu, bus frames lost %llu",
                         (unsigned long long)l->accepted, (unsigned long long)l->passed,
-                        (unsigned long long)l->received, (unsigned long long)l->requests);
+                        (unsigned long long)l->received, (unsigned long long)l->requests,
+                        (unsigned long long)l->refused_conns, (unsigned long long)l->streams_cut,
+                        (unsigned long long)l->bus_lost);
         }
         if (h->app->free && l->state)
                 h->app->free(l->state);
         l->state = NULL;
+        m0__thread_forget();
         uint64_t one = 1;
         if (write(h->done_fd, &one, sizeof(one)) < 0) {
                 /* the coordinator also joins with a bound; nothing else to do */

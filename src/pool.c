@@ -130,6 +130,7 @@ void *m0__pool_main(void *arg)
         char name[16];
         snprintf(name, sizeof(name), "m0-pool-%d.%d", l->index, t->index);
         pthread_setname_np(pthread_self(), name);
+        m0__thread_identify(l, M0_THREAD_POOL, l->index, t->index);
 
         char why[200] = "";
         int r = 0;
@@ -160,7 +161,7 @@ void *m0__pool_main(void *arg)
                                 break; /* stopped, and the queue is empty */
                         job->req.thread = t->index;
                         m0__thread_request_set(h, job->req.method, job->req.path);
-                        m0__app_run(job->fn, 0, &job->req, &job->res, t->state);
+                        m0__app_run(h->app, job->fn, 0, &job->req, &job->res, t->state);
                         m0__thread_request_set(h, NULL, NULL);
                         if (job->res.stream_refused || job->res.stream) {
                                 /* P2: a stream lives on a loop; a pool thread cannot hold one. */
@@ -188,5 +189,6 @@ void *m0__pool_main(void *arg)
         if (h->app->free && t->state)
                 h->app->free(t->state);
         t->state = NULL;
+        m0__thread_forget();
         return NULL;
 }

@@ -62,6 +62,7 @@ void *m0__producer_main(void *arg)
         struct m0_host *h = arg;
         struct m0_producer *p = &h->producer;
         pthread_setname_np(pthread_self(), "m0-producer");
+        m0__thread_identify(NULL, M0_THREAD_PRODUCER, -1, -1);
         char why[200] = "";
         int r = 0;
         if (h->app->step && h->app->make) {
@@ -79,8 +80,9 @@ void *m0__producer_main(void *arg)
         uint64_t next_step = now;
         uint64_t wd_half = h->watchdog_usec / 2000;
         uint64_t next_wd = now + (wd_half ? wd_half : UINT64_MAX / 2);
-        if (wd_half)
-                watchdog_check(h, p); /* record the first beats */
+        /* The first look only records where every loop is; judging starts half an interval on. */
+        for (int i = 0; wd_half && i < h->nloops; i++)
+                p->beats[i] = atomic_load_explicit(&h->loops[i].heartbeat, memory_order_relaxed);
         while (!atomic_load(&p->stop)) {
                 now = m0__now_ms();
                 if (stepping && now >= next_step) {
@@ -121,5 +123,6 @@ out:
         if (h->app->free && p->state)
                 h->app->free(p->state);
         p->state = NULL;
+        m0__thread_forget();
         return NULL;
 }

@@ -57,15 +57,20 @@ static size_t decode(const char *s, size_t n, char *out)
 }
 
 /*
- * The first call decodes the whole query once into the request's arena as
- * "name\0value\0name\0value\0…\0"; the arena is sized up front so returned pointers stay put.
+ * The first call decodes the whole query once into the request's arena, as records of
+ * [name length][value length] name NUL value NUL (lengths as size_t), so that an empty name or a
+ * decoded %00 cannot end the list early. The arena is sized up front: returned pointers stay put.
  */
 static int query_index(m0_req *req)
 {
         if (req->arena.len)
                 return 0;
         size_t n = strlen(req->query);
-        int r = m0__buf_reserve(&req->arena, 2 * n + 3);
+        /* each record costs at most its bytes, two NULs and two lengths; '&' bounds the count */
+        size_t records = 1;
+        for (const char *q = req->query; *q; q++)
+                records += *q == '&';
+        int r = m0__buf_reserve(&req->arena, n + records * (2 + 2 * sizeof(size_t)) + 1);
         if (r < 0)
                 return r;
         char *out = req->arena.data;
@@ -77,16 +82,21 @@ static int query_index(m0_req *req)
                 if (len) {
                         const char *eq = memchr(s, '=', len);
                         size_t kn = eq ? (size_t)(eq - s) : len;
-                        o += decode(s, kn, out + o);
+                        size_t at = o;
+                        o += 2 * sizeof(size_t);
+                        size_t dk = decode(s, kn, out + o);
+                        o += dk;
                         out[o++] = '\0';
-                        if (eq)
-                                o += decode(eq + 1, len - kn - 1, out + o);
+                        size_t dv = eq ? decode(eq + 1, len - kn - 1, out + o) : 0;
+                        o += dv;
                         out[o++] = '\0';
+                        memcpy(out + at, &dk, sizeof(dk));
+                        memcpy(out + at + sizeof(dk), &dv, sizeof(dv));
                 }
                 s += len + (amp ? 1 : 0);
         }
-        out[o++] = '\0'; /* an empty name ends the list */
-        req->arena.len = o;
+        out[o] = '\0';
+        req->arena.len = o ? o : 1; /* non-zero: indexed */
         return 0;
 }
 
@@ -94,13 +104,19 @@ const char *m0_req_query(m0_req *req, const char *name)
 {
         if (!req->query[0] || query_index(req) < 0)
                 return NULL;
+        size_t want = strlen(name);
         const char *p = req->arena.data;
         const char *end = p + req->arena.len;
-        while (p < end && *p) {
-                const char *v = p + strlen(p) + 1;
-                if (strcmp(p, name) == 0)
+        while (p + 2 * sizeof(size_t) <= end) {
+                size_t kn, vn;
+                memcpy(&kn, p, sizeof(kn));
+                memcpy(&vn, p + sizeof(kn), sizeof(vn));
+                const char *k = p + 2 * sizeof(size_t);
+                const char *v = k + kn + 1;
+                /* a name with a decoded NUL in it matches no C string */
+                if (kn == want && memcmp(k, name, kn) == 0)
                         return v;
-                p = v + strlen(v) + 1;
+                p = v + vn + 1;
         }
         return NULL;
 }
@@ -191,7 +207,8 @@ m0_handler_fn m0__app_route(const m0_app *app, const m0_req *req, bool is_head, 
         return NULL;
 }
 
-void m0__app_run(m0_handler_fn fn, int status, m0_req *req, m0_res *res, void *state)
+void m0__app_run(const m0_app *app, m0_handler_fn fn, int status, m0_req *req, m0_res *res,
+                 void *state)
 {
         if (!fn) {
                 (void)m0_res_text(res, status,
