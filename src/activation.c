@@ -74,9 +74,15 @@ int m0__sockets_take(struct m0_sockets *s, char *err, size_t err_len)
                 snprintf(err, err_len, "LISTEN_FDS could not be read: %s", strerror(-n));
                 return n;
         }
+        s->store_fd = -1;
         for (int i = 0; i < n; i++) {
                 int fd = SD_LISTEN_FDS_START + i;
                 const char *name = names ? names[i] : "";
+                /* B4: state the host put in the fd store comes back by name; it is no socket. */
+                if (!strcmp(name, M0__STORE_NAME) && s->store_fd < 0) {
+                        s->store_fd = fd;
+                        continue;
+                }
                 int family = 0;
                 socklen_t fl = sizeof(family);
                 int r2 = sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1);
@@ -100,7 +106,7 @@ int m0__sockets_take(struct m0_sockets *s, char *err, size_t err_len)
                         free(names[i]);
                 free(names);
         }
-        s->passed = n > 0;
+        s->passed = s->n > 0;
         return r;
 }
 
@@ -149,6 +155,9 @@ int m0__sockets_bind(struct m0_sockets *s, const char *host, uint32_t port, char
 
 void m0__sockets_close(struct m0_sockets *s)
 {
+        if (s->store_fd >= 0)
+                close(s->store_fd);
+        s->store_fd = -1;
         for (size_t i = 0; i < s->n; i++)
                 if (s->v[i].fd >= 0)
                         close(s->v[i].fd);

@@ -36,6 +36,7 @@ void m0__frame_unref(struct m0_frame *f)
 
 void m0__bus_destroy(struct m0_bus *b)
 {
+        m0__store_close(b);
         if (!b->ring)
                 return;
         for (size_t i = 0; i < b->cap; i++)
@@ -50,7 +51,8 @@ static struct m0_frame *slot(struct m0_bus *b, uint64_t id)
 {
         if (id == 0 || id > b->last_id || b->last_id - id >= b->count)
                 return NULL;
-        return b->ring[id % b->cap];
+        struct m0_frame *f = b->ring[id % b->cap];
+        return f && f->id == id ? f : NULL;
 }
 
 /* Build "event: T\ndata: …\n\n" after ID_ROOM spare bytes the id line is written into. */
@@ -114,6 +116,8 @@ int64_t m0__bus_publish(struct m0_bus *b, const char *event, const char *data, i
         *s = f;
         if (b->count < b->cap)
                 b->count++;
+        if (b->store)
+                m0__store_note(b, f);
         pthread_mutex_unlock(&b->lock);
         m0__frame_unref(old);
         if (b->wake)

@@ -99,6 +99,9 @@ int m0__doctor(struct m0_host *h, const struct m0_check *checks, size_t n, int f
                 fprintf(out, "sockets: none passed; serving would bind %s:%u\n", cfg->host,
                         cfg->port);
         fprintf(out, "watchdog: %s\n", wd ? wd : "off (WATCHDOG_USEC unset)");
+        fprintf(out, "fd store: %s\n",
+                h->sockets.store_fd >= 0 ? "event state passed back (" M0__STORE_NAME ")"
+                                         : "no event state passed: ids would start at 1");
         char held[256];
         m0__caps_describe(held, sizeof(held));
         fprintf(out,
@@ -134,6 +137,8 @@ int m0__doctor(struct m0_host *h, const struct m0_check *checks, size_t n, int f
                 fprintf(out, "}");
         }
         fprintf(out, "]},\"watchdog\":{\"usec\":%s},", wd ? wd : "null");
+        fprintf(out, "\"fd_store\":{\"event_state_passed\":%s},",
+                h->sockets.store_fd >= 0 ? "true" : "false");
         fprintf(out, "\"capabilities\":{\"held\":");
         json_str(out, held);
         fprintf(out, ",\"dropped_when_serving\":true,\"effective\":");

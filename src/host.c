@@ -409,6 +409,18 @@ int m0_main(const m0_app *app, int argc, char **argv)
         }
         h->bus.wake = m0__bus_wake_loops;
         h->bus.wake_ud = h;
+        /* B4: under systemd the event ids and the replay ring outlive this process. */
+        if (getenv("NOTIFY_SOCKET") || h->sockets.store_fd >= 0) {
+                char msg[300];
+                int fd = h->sockets.store_fd;
+                h->sockets.store_fd = -1; /* the store owns it now */
+                if (m0__store_open(h, fd, msg, sizeof(msg)) == 0)
+                        m0__log(M0_LOG_NOTICE, -1, NULL, "%s", msg);
+                else
+                        m0__log(M0_LOG_WARNING, -1, NULL,
+                                "event state cannot be kept in the fd store: ids restart with the "
+                                "process");
+        }
         m0__bus_global = &h->bus;
         int code = serve(h);
         m0__sockets_close(&h->sockets);

@@ -159,7 +159,8 @@ struct m0_listener {
 struct m0_sockets {
         struct m0_listener *v;
         size_t n;
-        bool passed; /* came from systemd (LISTEN_FDS) */
+        bool passed;  /* came from systemd (LISTEN_FDS) */
+        int store_fd; /* the fd store's event state (named M0__STORE_NAME), or -1 */
 };
 
 /*
@@ -223,7 +224,20 @@ struct m0_bus {
         uint64_t last_id; /* ids are contiguous: the next one is last_id + 1 */
         void (*wake)(void *ud, int skip_loop);
         void *wake_ud;
+        struct m0_store *store; /* the memfd in systemd's fd store (B4), or NULL */
 };
+
+/* store.c: B4. The fd store entry's name, in LISTEN_FDNAMES and FDNAME=. */
+#define M0__STORE_NAME "m0-bus"
+struct m0_store;
+/*
+ * Take the event state back from `passed_fd` (-1: none was passed) into the bus, or start a new
+ * one, and hand it to systemd's fd store. `msg` says what happened, for the log.
+ */
+int m0__store_open(struct m0_host *h, int passed_fd, char *msg, size_t msg_len);
+/* Record a frame just published (under the bus lock). */
+void m0__store_note(struct m0_bus *b, const struct m0_frame *f);
+void m0__store_close(struct m0_bus *b);
 
 extern struct m0_bus *m0__bus_global; /* set once before any thread exists */
 int m0__bus_init(struct m0_bus *b, size_t cap);
