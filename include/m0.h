@@ -192,6 +192,26 @@ M0_EXPORT int64_t m0_publish(const char *event, const char *data, int skip_loop)
 /** The id of the newest event published so far (0 before the first). Any thread. */
 M0_EXPORT uint64_t m0_bus_last_id(void);
 
+/* --- Parallel compute (SPEC P4) --- */
+
+/** One slice of a parallel computation: work on item `i`. Returns 0, or -errno to fail it. */
+typedef int (*m0_parallel_fn)(size_t i, void *ctx);
+
+/**
+ * Run body(i, ctx) for every i in [0, n), spread over the host-wide compute pool
+ * (M0_COMPUTE_THREADS, default the CPUs this process may use) with the calling thread taking
+ * part, and return when every item is done: 0, or the first -errno a body returned (every item
+ * still runs). Callable from a loop, a pool thread or the producer; a call from inside a body,
+ * before READY, during the drain, or with M0_COMPUTE_THREADS=0 runs inline on the caller.
+ *
+ * A body runs on any thread at the same time as other items: it may read what the caller
+ * shares through `ctx` and write only what item `i` owns (its own slot of an output array). It
+ * must not touch the m0_req/m0_res of the calling handler, publish, sleep on a lock the caller
+ * holds, or block for long. It is for a heavy view that is rarely busy or a producer's step,
+ * where cores are idle; on a hot route under load it adds nothing — the cores are already busy.
+ */
+M0_EXPORT int m0_parallel_for(size_t n, m0_parallel_fn body, void *ctx);
+
 /** The library's version string ("0.1.0"). */
 M0_EXPORT const char *m0_version(void);
 

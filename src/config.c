@@ -41,6 +41,8 @@ static const struct m0_knob knobs[] = {
          "event loops, one thread each; auto = the CPUs this process may use"},
         {"blocking-threads", "M0_BLOCKING_THREADS", "0", K_U32, OFF(blocking_threads), 0, 256,
          "pool threads per loop for blocking routes; 0 = no pool"},
+        {"compute-threads", "M0_COMPUTE_THREADS", "auto", K_THREADS, OFF(compute_threads), 0, 1024,
+         "host-wide compute pool for m0_parallel_for; auto = the CPUs; 0 = run inline"},
         {"workers", "M0_WORKERS", "1", K_U32, OFF(workers), 0, 1024,
          "forked workers: refused above 1, systemd supervises one process"},
         {"max-keepalive-requests", "M0_MAX_KEEPALIVE_REQUESTS", "1000", K_U32,
@@ -136,12 +138,12 @@ static int knob_set(struct m0_config *cfg, const struct m0_knob *k, const char *
                 return 0;
         }
         case K_THREADS:
+                if (k->off == OFF(threads))
+                        cfg->threads_auto = !strcmp(v, "auto");
                 if (!strcmp(v, "auto")) {
-                        cfg->threads_auto = true;
-                        cfg->threads = m0__cpus_available();
+                        *(uint32_t *)p = m0__cpus_available();
                         return 0;
                 }
-                cfg->threads_auto = false;
                 __attribute__((fallthrough)); /* a count */
         case K_U32:
         case K_U64: {

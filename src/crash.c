@@ -147,6 +147,7 @@ static const char *kind_name(int kind)
         case M0_THREAD_LOOP: return "loop";
         case M0_THREAD_POOL: return "pool";
         case M0_THREAD_PRODUCER: return "producer";
+        case M0__THREAD_COMPUTE: return "compute";
         default: return "coordinator";
         }
 }
@@ -198,7 +199,9 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
                 put(&m, " pool thread ");
                 put_u(&m, (unsigned)t_thread);
         } else {
-                put(&m, t_kind == M0_THREAD_PRODUCER ? "the producer" : "the coordinator");
+                put(&m, t_kind == M0_THREAD_PRODUCER   ? "the producer"
+                        : t_kind == M0__THREAD_COMPUTE ? "a compute thread"
+                                                       : "the coordinator");
         }
         put(&m, " crashed: ");
         put(&m, sig_name(sig));

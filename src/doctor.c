@@ -84,9 +84,12 @@ int m0__doctor(struct m0_host *h, const struct m0_check *checks, size_t n, int f
         fprintf(out, "configuration (value, source):\n");
         struct each e = {.out = out, .json = false, .first = true, .passed = h->sockets.passed};
         m0__config_each(cfg, knob_line, &e);
-        fprintf(out, "topology: %u loop%s, %u pool thread%s, %s producer, %u handler%s\n",
+        fprintf(out,
+                "topology: %u loop%s, %u pool thread%s, %s producer, %u handler%s, %u compute "
+                "thread%s\n",
                 cfg->threads, cfg->threads == 1 ? "" : "s", pool, pool == 1 ? "" : "s",
-                app->step ? "a" : "no", handlers, handlers == 1 ? "" : "s");
+                app->step ? "a" : "no", handlers, handlers == 1 ? "" : "s", cfg->compute_threads,
+                cfg->compute_threads == 1 ? "" : "s");
         if (app->max_threads)
                 fprintf(out, "app limits: max_threads %u\n", app->max_threads);
         else

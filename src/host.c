@@ -68,6 +68,7 @@ bool m0__barrier_wait(struct m0_host *h, const char *who, int make_r, const char
 static void post_stop_all(struct m0_host *h)
 {
         atomic_store(&h->stopping, true);
+        m0__compute_stop(h); /* queued work finishes; new calls run inline */
         for (int i = 0; i < h->nloops; i++) {
                 struct m0_msg *m = calloc(1, sizeof(*m));
                 if (!m)
@@ -114,6 +115,13 @@ static int join_loops(struct m0_host *h, uint64_t bound_ms, bool *joined)
                         code = M0__EXIT_FAIL;
                 }
         }
+        int stuck = m0__compute_join(h, &dl);
+        if (stuck) {
+                m0__log(M0_LOG_ERR, -1, M0_MID_DRAIN_TIMEOUT,
+                        "%d compute thread%s still running past the drain's bound (%llu ms)", stuck,
+                        stuck == 1 ? "" : "s", (unsigned long long)bound_ms);
+                code = M0__EXIT_FAIL;
+        }
         /* Pool threads finish their queue once their loop stopped; same deadline (X2). */
         for (int i = 0; i < h->nloops; i++) {
                 struct m0_pool *pool = &h->loops[i].pool;
@@ -138,6 +146,7 @@ static int join_loops(struct m0_host *h, uint64_t bound_ms, bool *joined)
 
 static void status_line(struct m0_host *h, char *out, size_t len)
 {
+        unsigned comp = h->cfg.compute_threads;
         int n = snprintf(out, len,
                          "STATUS=serving on %d loop%s, %u pool thread%s, %zu socket%s:", h->nloops,
                          h->nloops == 1 ? "" : "s", h->cfg.blocking_threads * (unsigned)h->nloops,
@@ -145,6 +154,9 @@ static void status_line(struct m0_host *h, char *out, size_t len)
                          h->sockets.n, h->sockets.n == 1 ? "" : "s");
         for (size_t i = 0; i < h->sockets.n && n > 0 && (size_t)n < len; i++)
                 n += snprintf(out + n, len - (size_t)n, " %s", h->sockets.v[i].where);
+        if (n > 0 && (size_t)n < len)
+                snprintf(out + n, len - (size_t)n, "; %u compute thread%s", comp,
+                         comp == 1 ? "" : "s");
 }
 
 static int serve(struct m0_host *h)
@@ -240,6 +252,12 @@ static int serve(struct m0_host *h)
                         go = h->failed_loop < 0;
                 }
         }
+        /* P4: the compute pool, after every handler exists and before any loop serves. */
+        if (go && m0__compute_start(h) < 0) {
+                m0__log(M0_LOG_ERR, -1, NULL, "cannot start the compute pool");
+                code = M0__EXIT_FAIL;
+                go = false;
+        }
         if (go) {
                 char st[512];
                 status_line(h, st, sizeof(st));
@@ -268,6 +286,9 @@ static int serve(struct m0_host *h)
                 if (h->producer.started)
                         pthread_join(h->producer.thread, NULL);
                 h->producer.started = false;
+                m0__compute_stop(h);
+                struct timespec far = deadline_after(3600 * 1000);
+                (void)m0__compute_join(h, &far);
                 if (h->failed_loop >= 0) {
                         char finding[400];
                         snprintf(finding, sizeof(finding), "%s's make failed: %s", h->failed_who,

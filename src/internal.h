@@ -66,6 +66,7 @@ struct m0_config {
         uint32_t threads; /* resolved: `auto` is turned into a count */
         bool threads_auto;
         uint32_t blocking_threads;
+        uint32_t compute_threads;
         uint32_t workers;
         uint32_t max_keepalive_requests;
         uint32_t sse_heartbeat_ms;
@@ -558,6 +559,28 @@ struct m0_producer {
 bool m0__producer_needed(const struct m0_host *h);
 void *m0__producer_main(void *arg);
 
+/* ---- compute.c ---- */
+
+#define M0__THREAD_COMPUTE 3 /* a compute thread, beside the kinds of m0_thread_kind */
+
+struct m0_pjob;
+struct m0_compute {
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        struct m0_pjob *head, *tail; /* calls whose items are not all taken yet */
+        bool stop;
+        int nthreads;
+        pthread_t *threads;
+        bool *started;
+};
+
+/* Start the compute pool (after the barrier); 0 or -errno. */
+int m0__compute_start(struct m0_host *h);
+/* No new jobs reach the pool (they run inline); its threads end once the queue is empty. */
+void m0__compute_stop(struct m0_host *h);
+/* Join the compute threads by `deadline`; returns how many are still running. */
+int m0__compute_join(struct m0_host *h, const struct timespec *deadline);
+
 /* ---- host.c ---- */
 
 struct m0_host {
@@ -581,6 +604,7 @@ struct m0_host {
         int done_fd; /* eventfd: a loop thread ended */
         struct m0_bus bus;
         struct m0_producer producer;
+        struct m0_compute compute;
         uint64_t watchdog_usec; /* WATCHDOG_USEC for this process, 0 when off */
         uint32_t tick_ms;       /* M0_APP_TICK_MS when set, else the app's tick_ms (S3) */
         /* Set by the coordinator when the drain begins, before any loop reads its stop message:

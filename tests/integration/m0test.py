@@ -68,14 +68,16 @@ def free_port():
     return port
 
 
-def run_app(app, args=(), env=None, timeout=20):
-    """Run an app to completion (usage, --help, refusals before any socket). (rc, stdout, stderr)."""
+def run_app(app, args=(), env=None, timeout=20, preexec_fn=None):
+    """Run an app to completion (usage, --help, refusals before any socket). (rc, stdout, stderr).
+    preexec_fn: run in the child before the exec (e.g. lowering a resource limit)."""
     p = subprocess.run(
         [app_path(app), *args],
         env=clean_env(env),
         stdin=subprocess.DEVNULL,
         capture_output=True,
         timeout=timeout,
+        preexec_fn=preexec_fn,
     )
     return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
 
@@ -110,10 +112,27 @@ class Server:
     or (kind, name) to choose its LISTEN_FDNAMES entry (default: the kind).
     An empty list passes no socket (the app binds --host:--port itself).
     notify: create the NOTIFY_SOCKET this harness reads.
+    preexec_fn: run in the child before the launcher (e.g. lowering a resource limit; the
+      launcher moves passed fds through fd 1000, so keep RLIMIT_NOFILE above that).
+    capture_stdout: collect the app's stdout (stdout_text()) instead of discarding it.
     """
 
-    def __init__(self, app, env=None, args=(), sockets=("tcp",), notify=True, start=True):
+    def __init__(
+        self,
+        app,
+        env=None,
+        args=(),
+        sockets=("tcp",),
+        notify=True,
+        start=True,
+        preexec_fn=None,
+        capture_stdout=False,
+    ):
         self.app = app
+        self.preexec_fn = preexec_fn
+        self.capture_stdout = capture_stdout
+        self.out = b""  # the app's stdout, when capture_stdout
+        self._out_reader = None
         self.env = dict(env or {})
         self.args = [str(a) for a in args]
         self.tmp = tempfile.mkdtemp(prefix="m0test-")
@@ -200,9 +219,10 @@ class Server:
             env=env,
             pass_fds=fds,
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if self.capture_stdout else subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             close_fds=True,
+            preexec_fn=self.preexec_fn,
         )
         try:
             self.pidfd = os.pidfd_open(self.proc.pid)
@@ -210,6 +230,9 @@ class Server:
             self.pidfd = None
         self._reader = threading.Thread(target=self._read_stderr, daemon=True)
         self._reader.start()
+        if self.capture_stdout:
+            self._out_reader = threading.Thread(target=self._read_stdout, daemon=True)
+            self._out_reader.start()
         with _live_lock:
             _live.append(self)
         return self
@@ -224,6 +247,16 @@ class Server:
         with self._log_cond:
             self._log_eof = True
             self._log_cond.notify_all()
+
+    def _read_stdout(self):
+        for raw in iter(self.proc.stdout.readline, b""):
+            with self._log_cond:
+                self.out += raw
+
+    def stdout_text(self):
+        """What the app wrote on stdout so far (capture_stdout=True)."""
+        with self._log_cond:
+            return self.out.decode("utf-8", "replace")
 
     def exited(self):
         return self.proc.poll() is not None
@@ -290,6 +323,23 @@ class Server:
                     f"{self.app} exited with {rc} before READY=1; log:\n{self.log_text()}"
                 )
 
+    def wait_ready_or_exit(self, timeout=10):
+        """Block until READY=1 arrives or the process exits, whichever is first. Returns
+        "ready", or the exit status."""
+        if self.notify_sock is None:
+            raise HarnessError("wait_ready_or_exit needs notify=True")
+        deadline = time.monotonic() + timeout
+        while True:
+            self.drain_notify()
+            if self.ready_datagram():
+                return "ready"
+            if self.exited():
+                return self.wait_exit(5)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise HarnessError(f"neither READY=1 nor an exit within {timeout}s")
+            self._wait_readable([self.notify_sock], left)
+
     def wait_port(self, port, host="127.0.0.1", timeout=10, interval=0.02):
         """Readiness without a notify socket: poll connect() until the port accepts."""
         deadline = time.monotonic() + timeout
@@ -326,6 +376,8 @@ class Server:
         self.returncode = self.proc.returncode
         self.drain_notify()
         self._reader.join(5)
+        if self._out_reader is not None:
+            self._out_reader.join(5)
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
@@ -649,3 +701,25 @@ IMF_FIXDATE = re.compile(
     r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
     r"\d{4} \d{2}:\d{2}:\d{2} GMT$"
 )
+
+
+def compute_threads_default():
+    """M0_COMPUTE_THREADS's default as the host computes it: the CPUs this process may use,
+    capped by a cgroup v2 cpu.max quota (SPEC C2, P4)."""
+    n = len(os.sched_getaffinity(0))
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()
+        if quota != "max":
+            cap = -(-int(quota) // int(period))
+            if 1 <= cap < n:
+                n = cap
+    except (OSError, ValueError):
+        pass
+    return n
+
+
+def status_tail():
+    """What STATUS= ends with when M0_COMPUTE_THREADS is left at its default."""
+    n = compute_threads_default()
+    return f"; {n} compute thread{'' if n == 1 else 's'}"

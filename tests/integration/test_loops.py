@@ -5,6 +5,7 @@ connection stays on its loop; each loop's handler counts exactly what it served.
 import collections
 import re
 
+import m0test
 from m0test import Server, check, eq
 
 
@@ -115,7 +116,7 @@ def test_P3_A1_where_answers_ran():
     with Server("host_check", env={"M0_THREADS": 2, "M0_BLOCKING_THREADS": 2}) as s:
         d = s.wait_ready()
         check(
-            f"STATUS=serving on 2 loops, 4 pool threads, 1 socket: 127.0.0.1:{s.port}" in d.split("\n"),
+            f"STATUS=serving on 2 loops, 4 pool threads, 1 socket: 127.0.0.1:{s.port}" + m0test.status_tail() in d.split("\n"),
             f"STATUS in {d!r}",
         )
         for _ in range(2):

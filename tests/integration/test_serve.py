@@ -6,6 +6,7 @@ import re
 import select
 import time
 
+import m0test
 from m0test import Server, check, eq
 
 def test_L1_ready_status_names_loops_and_socket():
@@ -16,7 +17,7 @@ def test_L1_ready_status_names_loops_and_socket():
         status = [ln for ln in lines if ln.startswith("STATUS=")]
         eq(
             status,
-            [f"STATUS=serving on 2 loops, 0 pool threads, 1 socket: 127.0.0.1:{s.port}"],
+            [f"STATUS=serving on 2 loops, 0 pool threads, 1 socket: 127.0.0.1:{s.port}" + m0test.status_tail()],
             "STATUS= in the READY datagram",
         )
         eq(s.connect().get("/health").status, 200, "/health after READY")
@@ -61,7 +62,7 @@ def test_L1_L3_ready_only_after_every_make():
         ready_line = s.wait_log(r"^m0\[host_check\]: ready: ")
         eq(
             ready_line,
-            f"m0[host_check]: ready: serving on 2 loops, 0 pool threads, 1 socket: 127.0.0.1:{s.port}",
+            f"m0[host_check]: ready: serving on 2 loops, 0 pool threads, 1 socket: 127.0.0.1:{s.port}" + m0test.status_tail(),
             "the ready log line",
         )
         s.wait_log(r"loop 1: Event loop started")
@@ -128,6 +129,6 @@ def test_L1_ready_once_single_loop():
         eq(len(ready), 1, "READY=1 datagrams")
         eq(
             [ln for ln in s.notify_lines() if ln.startswith("STATUS=")],
-            [f"STATUS=serving on 1 loop, 0 pool threads, 1 socket: 127.0.0.1:{s.port}"],
+            [f"STATUS=serving on 1 loop, 0 pool threads, 1 socket: 127.0.0.1:{s.port}" + m0test.status_tail()],
             "STATUS lines",
         )

@@ -5,6 +5,7 @@ served on every loop; anything else passed is a refusal; none passed binds --hos
 import re
 import socket
 
+import m0test
 from m0test import Server, check, eq, free_port
 
 def test_Y1_unix_socket_served():
@@ -12,7 +13,7 @@ def test_Y1_unix_socket_served():
         d = s.wait_ready()
         eq(
             [ln for ln in d.split("\n") if ln.startswith("STATUS=")],
-            [f"STATUS=serving on 2 loops, 0 pool threads, 1 socket: {s.unix_path}"],
+            [f"STATUS=serving on 2 loops, 0 pool threads, 1 socket: {s.unix_path}" + m0test.status_tail()],
             "STATUS",
         )
         workers = set()
@@ -29,7 +30,7 @@ def test_Y1_tcp_and_unix_both_served():
         d = s.wait_ready()
         eq(
             [ln for ln in d.split("\n") if ln.startswith("STATUS=")],
-            [f"STATUS=serving on 2 loops, 0 pool threads, 2 sockets: 127.0.0.1:{s.port} {s.unix_path}"],
+            [f"STATUS=serving on 2 loops, 0 pool threads, 2 sockets: 127.0.0.1:{s.port} {s.unix_path}" + m0test.status_tail()],
             "STATUS",
         )
         for kind in ("tcp", "unix", "tcp", "unix"):
@@ -93,7 +94,7 @@ def test_Y1_no_passed_socket_binds_port():
         s.wait_log(r"Event loop started")
         eq(
             [ln for ln in s.log_lines() if "ready:" in ln],
-            [f"m0[host_check]: ready: serving on 1 loop, 0 pool threads, 1 socket: 127.0.0.1:{port}"],
+            [f"m0[host_check]: ready: serving on 1 loop, 0 pool threads, 1 socket: 127.0.0.1:{port}" + m0test.status_tail()],
             "ready line",
         )
         eq(s.stop(), 0, "exit status")
@@ -103,7 +104,7 @@ def test_Y1_no_passed_socket_port_from_env():
     port = free_port()
     with Server("ramp", sockets=[], env={"M0_PORT": port, "M0_HOST": "127.0.0.1"}) as s:
         d = s.wait_ready()
-        check(f"STATUS=serving on 1 loop, 0 pool threads, 1 socket: 127.0.0.1:{port}" in d.split("\n"), d)
+        check(f"STATUS=serving on 1 loop, 0 pool threads, 1 socket: 127.0.0.1:{port}" + m0test.status_tail() in d.split("\n"), d)
         s.wait_port(port)
         c = s.connect(addr=("127.0.0.1", port))
         eq(c.get("/x/now").status, 200, "/x/now on M0_PORT")

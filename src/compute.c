@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: MIT */
+/* compute.c: the host-wide compute pool behind m0_parallel_for (P4): idle cores for heavy work. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/*
+ * One call is one job: its items are handed out by an atomic counter to whichever threads take
+ * part — the caller first, then every compute thread that finds the job at the head of the
+ * queue. The caller returns when the done-counter reaches n, so no item outlives the call and
+ * `ctx` may live on the caller's stack.
+ */
+struct m0_pjob {
+        struct m0_pjob *next;
+        size_t n;
+        m0_parallel_fn body;
+        void *ctx;
+        atomic_size_t next_i;
+        atomic_size_t done;
+        atomic_int err;
+        int active;           /* compute threads inside run_items(); under `lock` */
+        pthread_mutex_t lock; /* with `cond`: the caller waits for `done == n` */
+        pthread_cond_t cond;
+};
+
+static __thread bool in_body; /* a nested call runs inline */
+
+static void run_items(struct m0_pjob *j)
+{
+        bool was = in_body;
+        in_body = true;
+        size_t i;
+        while ((i = atomic_fetch_add(&j->next_i, 1)) < j->n) {
+                int r = j->body(i, j->ctx);
+                if (r < 0) {
+                        int zero = 0;
+                        (void)atomic_compare_exchange_strong(&j->err, &zero, r);
+                }
+                if (atomic_fetch_add(&j->done, 1) + 1 == j->n) {
+                        pthread_mutex_lock(&j->lock);
+                        pthread_cond_broadcast(&j->cond);
+                        pthread_mutex_unlock(&j->lock);
+                }
+        }
+        in_body = was;
+}
+
+static void *compute_main(void *arg)
+{
+        struct m0_compute *cp = arg;
+        pthread_setname_np(pthread_self(), "m0-compute");
+        m0__thread_identify(NULL, (m0_thread_kind)M0__THREAD_COMPUTE, -1, -1);
+        pthread_mutex_lock(&cp->lock);
+        for (;;) {
+                while (!cp->head && !cp->stop)
+                        pthread_cond_wait(&cp->cond, &cp->lock);
+                if (!cp->head)
+                        break; /* stopped with nothing queued */
+                struct m0_pjob *j = cp->head;
+                if (atomic_load(&j->next_i) >= j->n) {
+                        /* every item is taken: the job leaves the queue */
+                        cp->head = j->next;
+                        if (!cp->head)
+                                cp->tail = NULL;
+                        continue;
+                }
+                /* Counted before the queue lock is let go: the caller waits for it to drop. */
+                pthread_mutex_lock(&j->lock);
+                j->active++;
+                pthread_mutex_unlock(&j->lock);
+                pthread_mutex_unlock(&cp->lock);
+                run_items(j);
+                pthread_mutex_lock(&j->lock);
+                j->active--;
+                pthread_cond_broadcast(&j->cond);
+                pthread_mutex_unlock(&j->lock);
+                pthread_mutex_lock(&cp->lock);
+        }
+        pthread_mutex_unlock(&cp->lock);
+        m0__thread_forget();
+        return NULL;
+}
+
+static struct m0_compute *compute_global;
+
+int m0__compute_start(struct m0_host *h)
+{
+        struct m0_compute *cp = &h->compute;
+        pthread_mutex_init(&cp->lock, NULL);
+        pthread_cond_init(&cp->cond, NULL);
+        cp->nthreads = (int)h->cfg.compute_threads;
+        if (cp->nthreads == 0)
+                return 0;
+        cp->threads = calloc((size_t)cp->nthreads, sizeof(*cp->threads));
+        cp->started = calloc((size_t)cp->nthreads, sizeof(*cp->started));
+        if (!cp->threads || !cp->started)
+                return -ENOMEM;
+        for (int i = 0; i < cp->nthreads; i++) {
+                int r = pthread_create(&cp->threads[i], NULL, compute_main, cp);
+                if (r != 0)
+                        return -r;
+                cp->started[i] = true;
+        }
+        compute_global = cp;
+        return 0;
+}
+
+void m0__compute_stop(struct m0_host *h)
+{
+        struct m0_compute *cp = &h->compute;
+        compute_global = NULL; /* later calls run inline */
+        pthread_mutex_lock(&cp->lock);
+        cp->stop = true;
+        pthread_cond_broadcast(&cp->cond);
+        pthread_mutex_unlock(&cp->lock);
+}
+
+int m0__compute_join(struct m0_host *h, const struct timespec *deadline)
+{
+        struct m0_compute *cp = &h->compute;
+        int stragglers = 0;
+        for (int i = 0; i < cp->nthreads; i++) {
+                if (!cp->started || !cp->started[i])
+                        continue;
+                if (pthread_timedjoin_np(cp->threads[i], NULL, deadline) == 0)
+                        cp->started[i] = false;
+                else
+                        stragglers++;
+        }
+        return stragglers;
+}
+
+static int run_inline(size_t n, m0_parallel_fn body, void *ctx)
+{
+        int err = 0;
+        bool was = in_body;
+        in_body = true;
+        for (size_t i = 0; i < n; i++) {
+                int r = body(i, ctx);
+                if (r < 0 && !err)
+                        err = r;
+        }
+        in_body = was;
+        return err;
+}
+
+int m0_parallel_for(size_t n, m0_parallel_fn body, void *ctx)
+{
+        if (!body)
+                return -EINVAL;
+        struct m0_compute *cp = compute_global;
+        if (n <= 1 || !cp || in_body)
+                return run_inline(n, body, ctx);
+        struct m0_pjob j = {.n = n, .body = body, .ctx = ctx};
+        atomic_init(&j.next_i, 0);
+        atomic_init(&j.done, 0);
+        atomic_init(&j.err, 0);
+        pthread_mutex_init(&j.lock, NULL);
+        pthread_cond_init(&j.cond, NULL);
+
+        pthread_mutex_lock(&cp->lock);
+        if (cp->stop) {
+                pthread_mutex_unlock(&cp->lock);
+                return run_inline(n, body, ctx);
+        }
+        if (cp->tail)
+                cp->tail->next = &j;
+        else
+                cp->head = &j;
+        cp->tail = &j;
+        pthread_cond_broadcast(&cp->cond);
+        pthread_mutex_unlock(&cp->lock);
+
+        run_items(&j); /* the caller works too */
+
+        /* Off the queue first, so that no thread takes it from here on. */
+        pthread_mutex_lock(&cp->lock);
+        struct m0_pjob **pp = &cp->head, *prev = NULL;
+        while (*pp && *pp != &j) {
+                prev = *pp;
+                pp = &(*pp)->next;
+        }
+        if (*pp) {
+                *pp = j.next;
+                if (cp->tail == &j)
+                        cp->tail = prev;
+        }
+        pthread_mutex_unlock(&cp->lock);
+
+        /* Then wait for the items other threads took, and for those threads to let go of it. */
+        pthread_mutex_lock(&j.lock);
+        while (atomic_load(&j.done) < n || j.active > 0)
+                pthread_cond_wait(&j.cond, &j.lock);
+        pthread_mutex_unlock(&j.lock);
+        pthread_cond_destroy(&j.cond);
+        pthread_mutex_destroy(&j.lock);
+        return atomic_load(&j.err);
+}
