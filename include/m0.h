@@ -192,6 +192,24 @@ M0_EXPORT int64_t m0_publish(const char *event, const char *data, int skip_loop)
 /** The id of the newest event published so far (0 before the first). Any thread. */
 M0_EXPORT uint64_t m0_bus_last_id(void);
 
+/* --- Logging (SPEC J1) --- */
+
+/** Priorities, as syslog(3) numbers them. */
+enum m0_log_prio {
+        M0_LOG_CRIT = 2,
+        M0_LOG_ERR = 3,
+        M0_LOG_WARNING = 4,
+        M0_LOG_NOTICE = 5,
+        M0_LOG_INFO = 6,
+        M0_LOG_DEBUG = 7,
+};
+
+/**
+ * Log one line for the app: under journald a structured entry with PRIORITY, M0_APP and, on a
+ * loop or one of its pool threads, M0_LOOP; elsewhere one line on stderr. Any thread.
+ */
+M0_EXPORT void m0_log(int priority, const char *fmt, ...) M0_PRINTF(2, 3);
+
 /* --- Parallel compute (SPEC P4) --- */
 
 /** One slice of a parallel computation: work on item `i`. Returns 0, or -errno to fail it. */

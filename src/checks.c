@@ -37,6 +37,16 @@ static void pass(struct m0_check *c, const char *fmt, ...)
         c->ok = true;
 }
 
+/* Name a knob the way it was given: the flag when it came from one, else its variable. */
+static const char *knob_named(const struct m0_host *h, const char *flag, const char *env)
+{
+        static __thread char buf[64];
+        if (m0__config_source(&h->cfg, flag) != M0_SRC_FLAG)
+                return env;
+        snprintf(buf, sizeof(buf), "--%s", flag);
+        return buf;
+}
+
 static void check_threads_count(struct m0_host *h, struct m0_check *c)
 {
         if (h->cfg.threads < 1)
@@ -63,8 +73,9 @@ static void check_threads_vs_app(struct m0_host *h, struct m0_check *c)
         unsigned max = h->app->max_threads;
         if (max && h->cfg.threads > max)
                 fail(c, "set --threads (M0_THREADS) to the app's max_threads or fewer",
-                     "%s serves at most %u handler%s and M0_THREADS=%u asks for %u loops",
-                     h->app->name, max, max == 1 ? "" : "s", h->cfg.threads, h->cfg.threads);
+                     "%s serves at most %u handler%s and %s=%u asks for %u loops", h->app->name,
+                     max, max == 1 ? "" : "s", knob_named(h, "threads", "M0_THREADS"),
+                     h->cfg.threads, h->cfg.threads);
         else
                 pass(c, "%u loop%s within the app's limit (%s)", h->cfg.threads,
                      h->cfg.threads == 1 ? "" : "s", max ? "max_threads set" : "no limit");
@@ -76,9 +87,9 @@ static void check_blocking_vs_app(struct m0_host *h, struct m0_check *c)
         uint64_t handlers = (uint64_t)h->cfg.threads * (1 + h->cfg.blocking_threads);
         if (max && h->cfg.blocking_threads > 0 && handlers > max)
                 fail(c, "set --blocking-threads (M0_BLOCKING_THREADS) to 0",
-                     "%s serves at most %u handler%s and M0_BLOCKING_THREADS=%u needs %llu",
-                     h->app->name, max, max == 1 ? "" : "s", h->cfg.blocking_threads,
-                     (unsigned long long)handlers);
+                     "%s serves at most %u handler%s and %s=%u needs %llu", h->app->name, max,
+                     max == 1 ? "" : "s", knob_named(h, "blocking-threads", "M0_BLOCKING_THREADS"),
+                     h->cfg.blocking_threads, (unsigned long long)handlers);
         else
                 pass(c, "%llu handler%s", (unsigned long long)handlers, handlers == 1 ? "" : "s");
 }

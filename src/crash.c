@@ -55,6 +55,11 @@ void m0__thread_identify(struct m0_loop *l, m0_thread_kind kind, int loop, int t
         }
 }
 
+int m0__thread_loop(void)
+{
+        return t_loop;
+}
+
 void m0__thread_forget(void)
 {
         if (t_altstack) {

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "internal.h"
 
@@ -25,6 +26,7 @@ struct each {
         bool json;
         bool first;
         bool passed; /* sockets were passed: host and port are the socket's, not ours */
+        char host[128], port[16];
 };
 
 static void knob_line(void *ud, const char *flag, const char *env, const char *value,
@@ -32,8 +34,13 @@ static void knob_line(void *ud, const char *flag, const char *env, const char *v
 {
         struct each *e = ud;
         const char *src_name = m0__source_name(src);
-        if (e->passed && (!strcmp(flag, "host") || !strcmp(flag, "port")))
+        if (e->passed && !strcmp(flag, "host")) {
                 src_name = "socket";
+                value = e->host;
+        } else if (e->passed && !strcmp(flag, "port")) {
+                src_name = "socket";
+                value = e->port;
+        }
         if (!e->json) {
                 fprintf(e->out, "  --%-24s %-28s %-12s (%s)\n", flag, env, value, src_name);
                 return;
@@ -69,6 +76,28 @@ static void caps(char *eff, char *prm, size_t len)
         fclose(f);
 }
 
+/* Host and port of the first passed socket: "127.0.0.1:80", "[::1]:80", or a Unix path. */
+static void socket_host_port(const struct m0_sockets *s, char *host, size_t hl, char *port,
+                             size_t pl)
+{
+        snprintf(host, hl, "%s", s->n ? s->v[0].where : "");
+        port[0] = '\0';
+        for (size_t i = 0; i < s->n; i++) {
+                const char *w = s->v[i].where;
+                const char *colon = strrchr(w, ':');
+                if (s->v[i].family == AF_UNIX || !colon)
+                        continue;
+                size_t len = (size_t)(colon - w);
+                if (w[0] == '[' && len >= 2) {
+                        w++;
+                        len -= 2;
+                }
+                snprintf(host, hl, "%.*s", (int)len, w);
+                snprintf(port, pl, "%s", colon + 1);
+                return;
+        }
+}
+
 int m0__doctor(struct m0_host *h, const struct m0_check *checks, size_t n, int first, FILE *out)
 {
         const struct m0_config *cfg = &h->cfg;
@@ -83,6 +112,8 @@ int m0__doctor(struct m0_host *h, const struct m0_check *checks, size_t n, int f
         fprintf(out, "m0 doctor: %s (m0 %s)\n", app->name, m0_version());
         fprintf(out, "configuration (value, source):\n");
         struct each e = {.out = out, .json = false, .first = true, .passed = h->sockets.passed};
+        if (e.passed)
+                socket_host_port(&h->sockets, e.host, sizeof(e.host), e.port, sizeof(e.port));
         m0__config_each(cfg, knob_line, &e);
         fprintf(out,
                 "topology: %u loop%s, %u pool thread%s, %s producer, %u handler%s, %u compute "

@@ -385,7 +385,17 @@ int m0_main(const m0_app *app, int argc, char **argv)
                 m0__config_usage(stderr, name);
                 fprintf(stderr, "\nm0: %s\n", err);
                 return M0__EXIT_USAGE;
-        case M0_CONFIG_REFUSED: return refuse(err, NULL);
+        case M0_CONFIG_REFUSED:
+                if (h->cfg.doctor) {
+                        /* D1: the doctor answers for this configuration too, and exits 78 like
+                         * serving would. The values shown are what parsed before the refusal. */
+                        struct m0_check bad = {.name = "configuration", .ok = false};
+                        snprintf(bad.detail, sizeof(bad.detail), "%.255s", err);
+                        snprintf(bad.fix, sizeof(bad.fix), "set the variable to a value it takes");
+                        h->sockets.store_fd = -1;
+                        return m0__doctor(h, &bad, 1, 0, stdout);
+                }
+                return refuse(err, NULL);
         case M0_CONFIG_SERVE: break;
         }
 

@@ -121,15 +121,6 @@ void m0__config_each(const struct m0_config *cfg,
 
 /* ---- log.c ---- */
 
-enum m0_log_prio {
-        M0_LOG_CRIT = 2,
-        M0_LOG_ERR = 3,
-        M0_LOG_WARNING = 4,
-        M0_LOG_NOTICE = 5,
-        M0_LOG_INFO = 6,
-        M0_LOG_DEBUG = 7,
-};
-
 /* Message ids (J1), one per event a person acts on; the catalog explains them. */
 #define M0_MID_READY "9b3b6f1e2d4c4a7e8f0a1b2c3d4e5f60"
 #define M0_MID_REFUSED "9b3b6f1e2d4c4a7e8f0a1b2c3d4e5f61"
@@ -181,6 +172,8 @@ void m0__crash_install(struct m0_host *h, bool journal);
 /* Name this thread for crash reports and give it an alternate signal stack. */
 void m0__thread_identify(struct m0_loop *l, m0_thread_kind kind, int loop, int thread);
 void m0__thread_forget(void);
+/* The loop this thread serves (a loop or one of its pool threads), or -1. */
+int m0__thread_loop(void);
 
 /* ---- caps.c ---- */
 

@@ -44,6 +44,8 @@ bool m0__log_journal(void)
         return log_journal;
 }
 
+static void emit(int prio, int loop, const char *mid, const char *msg);
+
 void m0__log(int prio, int loop, const char *mid, const char *fmt, ...)
 {
         char msg[1024];
@@ -51,7 +53,25 @@ void m0__log(int prio, int loop, const char *mid, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
+        emit(prio, loop, mid, msg);
+}
 
+void m0_log(int priority, const char *fmt, ...)
+{
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        if (priority < M0_LOG_CRIT)
+                priority = M0_LOG_CRIT; /* alert and emergency belong to the host's own reports */
+        if (priority > M0_LOG_DEBUG)
+                priority = M0_LOG_DEBUG;
+        emit(priority, m0__thread_loop(), NULL, msg);
+}
+
+static void emit(int prio, int loop, const char *mid, const char *msg)
+{
         if (log_journal) {
                 char f[5][1100];
                 struct iovec iov[5];
