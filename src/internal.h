@@ -477,6 +477,9 @@ int m0__loop_init(struct m0_loop *l, struct m0_host *h, int index);
 void m0__loop_destroy(struct m0_loop *l);
 /* Push a message to loop `l` (any thread). 0 or -errno. */
 int m0__loop_post(struct m0_loop *l, struct m0_msg *m);
+/* Wait up to `timeout_ms` for events and handle them, with timers, heartbeats and reaping.
+ * Returns how many events there were, or -errno. The loop's thread (or a test driving it). */
+int m0__loop_run_once(struct m0_loop *l, int timeout_ms);
 /* The loop's thread body. */
 void *m0__loop_main(void *arg);
 void m0__loop_date(struct m0_loop *l);

@@ -238,9 +238,45 @@ static int next_timeout(struct m0_loop *l)
         return next <= l->now_ms ? 0 : (int)(next - l->now_ms);
 }
 
-static int serve(struct m0_loop *l)
+int m0__loop_run_once(struct m0_loop *l, int timeout_ms)
 {
         struct epoll_event evs[128];
+        int n = epoll_wait(l->epfd, evs, (int)M0__ARRAY_SIZE(evs), timeout_ms);
+        if (n < 0)
+                return errno == EINTR ? 0 : -errno;
+        l->now_ms = m0__now_ms();
+        m0__loop_date(l);
+        atomic_fetch_add_explicit(&l->heartbeat, 1, memory_order_relaxed);
+        for (int i = 0; i < n; i++) {
+                void *p = evs[i].data.ptr;
+                if (p == &tag_mailbox) {
+                        drain_mailbox(l);
+                } else if (evs[i].data.u64 & LISTENER_BIT) {
+                        size_t li = (size_t)(evs[i].data.u64 >> 1);
+                        if (li < l->nlisten && l->listen_fds[li] >= 0)
+                                m0__accept_ready(l, l->listen_fds[li]);
+                } else {
+                        m0__conn_event(p, evs[i].events);
+                }
+        }
+        fire_timers(l);
+        if (l->host->cfg.sse_heartbeat_ms && l->now_ms >= l->next_heartbeat_ms) {
+                if (l->streams)
+                        m0__sse_heartbeat(l);
+                l->next_heartbeat_ms = l->now_ms + l->host->cfg.sse_heartbeat_ms;
+        }
+        if (l->stopping && l->now_ms >= l->drain_deadline_ms)
+                cut_all(l);
+        m0__conn_reap(l);
+        if (l->host->tick_ms && l->host->app->tick && l->now_ms >= l->next_tick_ms) {
+                l->host->app->tick(l->state);
+                l->next_tick_ms = l->now_ms + l->host->tick_ms;
+        }
+        return n;
+}
+
+static int serve(struct m0_loop *l)
+{
         for (size_t i = 0; i < l->nlisten; i++) {
                 struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE,
                                          .data.u64 = ((uint64_t)i << 1) | LISTENER_BIT};
@@ -250,43 +286,10 @@ static int serve(struct m0_loop *l)
         m0__log(M0_LOG_INFO, l->index, NULL, "Event loop started (%zu listener%s)", l->nlisten,
                 l->nlisten == 1 ? "" : "s");
         l->next_tick_ms = m0__now_ms() + l->host->tick_ms;
-        for (;;) {
-                if (l->stopping && atomic_load(&l->load) == 0)
-                        break;
-                int n = epoll_wait(l->epfd, evs, (int)M0__ARRAY_SIZE(evs), next_timeout(l));
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                l->now_ms = m0__now_ms();
-                m0__loop_date(l);
-                atomic_fetch_add_explicit(&l->heartbeat, 1, memory_order_relaxed);
-                for (int i = 0; i < n; i++) {
-                        void *p = evs[i].data.ptr;
-                        if (p == &tag_mailbox) {
-                                drain_mailbox(l);
-                        } else if (evs[i].data.u64 & LISTENER_BIT) {
-                                size_t li = (size_t)(evs[i].data.u64 >> 1);
-                                if (li < l->nlisten && l->listen_fds[li] >= 0)
-                                        m0__accept_ready(l, l->listen_fds[li]);
-                        } else {
-                                m0__conn_event(p, evs[i].events);
-                        }
-                }
-                fire_timers(l);
-                if (l->host->cfg.sse_heartbeat_ms && l->now_ms >= l->next_heartbeat_ms) {
-                        if (l->streams)
-                                m0__sse_heartbeat(l);
-                        l->next_heartbeat_ms = l->now_ms + l->host->cfg.sse_heartbeat_ms;
-                }
-                if (l->stopping && l->now_ms >= l->drain_deadline_ms)
-                        cut_all(l);
-                m0__conn_reap(l);
-                if (l->host->tick_ms && l->host->app->tick && l->now_ms >= l->next_tick_ms) {
-                        l->host->app->tick(l->state);
-                        l->next_tick_ms = l->now_ms + l->host->tick_ms;
-                }
+        while (!(l->stopping && atomic_load(&l->load) == 0)) {
+                int r = m0__loop_run_once(l, next_timeout(l));
+                if (r < 0)
+                        return r;
         }
         return 0;
 }

@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: MIT */
+/* fuzz-request.c: libFuzzer harness over a connection's request path: bytes in, in random splits,
+ * through a real loop and a real socket pair; the bytes out must be well-formed HTTP/1.1 answers. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static int echo(m0_req *req, m0_res *res, void *state)
+{
+        (void)state;
+        size_t len;
+        const void *body = m0_req_body(req, &len);
+        const char *q = m0_req_query(req, "q");
+        const char *h = m0_req_header(req, "x-probe");
+        long n = 0;
+        (void)m0_req_query_int(req, "n", -5, 5, &n);
+        int r = m0_res_headerf(res, "x-q", "%zu", q ? strlen(q) : 0);
+        if (r == 0 && h)
+                r = m0_res_header(res, "x-probe-len", "1");
+        if (r == 0)
+                r = m0_res_write(res, body, len);
+        return r;
+}
+
+static int json(m0_req *req, m0_res *res, void *state)
+{
+        (void)state;
+        const char *name = NULL, *value = NULL;
+        int r = m0_res_json(res, 200, "{\"path\":");
+        if (r == 0)
+                r = m0_res_json_string(res, m0_req_path(req));
+        for (size_t i = 0; r == 0 && m0_req_header_at(req, i, &name, &value) == 0; i++) {
+                r = m0_res_printf(res, ",\"h%zu\":", i);
+                if (r == 0)
+                        r = m0_res_json_string(res, value);
+        }
+        return r == 0 ? m0_res_printf(res, "}") : r;
+}
+
+static int events(m0_req *req, m0_res *res, void *state)
+{
+        (void)req;
+        (void)state;
+        return m0_res_stream(res);
+}
+
+static const m0_route routes[] = {
+        {NULL, "/echo", echo, 0},
+        {"GET", "/json", json, M0_ROUTE_PREFIX},
+        {"GET", "/events", events, 0},
+        {NULL, NULL, NULL, 0},
+};
+
+static const m0_app app = {.name = "fuzz", .routes = routes};
+static struct m0_host host;
+static struct m0_loop *loop;
+
+static void setup(void)
+{
+        char *argv[] = {"fuzz",  "--max-head-bytes",
+                        "2048",  "--max-uri-bytes",
+                        "512",   "--max-header-fields",
+                        "20",    "--max-body-bytes",
+                        "4096",  "--max-output-bytes",
+                        "16384", "--linger-ms",
+                        "0",     NULL};
+        char *envp[] = {NULL};
+        char err[256];
+        FILE *devnull = fopen("/dev/null", "w");
+        if (m0__config_parse(&host.cfg, "fuzz", 13, argv, envp, devnull, err, sizeof(err)) !=
+            M0_CONFIG_SERVE)
+                abort();
+        fclose(devnull);
+        host.app = &app;
+        host.nloops = 1;
+        host.sockets.store_fd = -1;
+        loop = calloc(1, sizeof(*loop));
+        host.loops = loop;
+        if (!loop || m0__bus_init(&host.bus, 8) < 0 || m0__loop_init(loop, &host, 0) < 0)
+                abort();
+        m0__bus_global = &host.bus;
+}
+
+/* Check that `out` is a sequence of whole, well-framed answers (a stream may end it). */
+static void verify(const char *out, size_t len)
+{
+        size_t at = 0;
+        while (at < len) {
+                if (len - at < 17 || memcmp(out + at, "HTTP/1.1 ", 9) != 0)
+                        __builtin_trap();
+                const char *end = memmem(out + at, len - at, "\r\n\r\n", 4);
+                if (!end)
+                        __builtin_trap(); /* a head cut short */
+                size_t head = (size_t)(end - (out + at)) + 4;
+                int status = atoi(out + at + 9);
+                if (status < 100 || status > 599)
+                        __builtin_trap();
+                if (memmem(out + at, head, "text/event-stream", 17))
+                        return; /* the rest is the stream's */
+                const char *cl = memmem(out + at, head, "\r\nContent-Length: ", 18);
+                size_t body = 0;
+                if (cl)
+                        body = strtoul(cl + 18, NULL, 10);
+                else if (status >= 200 && status != 204 && status != 304)
+                        __builtin_trap(); /* every final answer carries its length (H4) */
+                /* An answer to HEAD has the length and no body: the next answer follows at once. */
+                if (body && len - at - head >= 9 && !memcmp(out + at + head, "HTTP/1.1 ", 9))
+                        body = 0;
+                if (body > len - at - head)
+                        __builtin_trap(); /* a body cut short */
+                at += head + body;
+        }
+}
+
+static void pump(int peer, char **out, size_t *len, size_t *cap)
+{
+        for (int i = 0; i < 4; i++)
+                (void)m0__loop_run_once(loop, 0);
+        for (;;) {
+                if (*cap - *len < 65536) {
+                        *cap = *cap * 2 + 65536;
+                        *out = realloc(*out, *cap);
+                        if (!*out)
+                                abort();
+                }
+                ssize_t n = read(peer, *out + *len, *cap - *len);
+                if (n <= 0)
+                        break;
+                *len += (size_t)n;
+        }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+        if (!loop)
+                setup();
+        if (size < 1)
+                return 0;
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
+                return 0;
+        atomic_fetch_add(&loop->load, 1);
+        atomic_fetch_add(&host.conns, 1);
+        if (m0__conn_admit(loop, sv[0]) < 0) {
+                close(sv[1]);
+                return 0;
+        }
+        /* The first byte seeds the split points: the same bytes arrive cut in other places. */
+        unsigned seed = data[0];
+        const uint8_t *p = data + 1;
+        size_t left = size - 1;
+        char *out = NULL;
+        size_t len = 0, cap = 0;
+        while (left) {
+                seed = seed * 1103515245u + 12345u;
+                size_t chunk = 1 + (seed >> 16) % 97;
+                if (chunk > left)
+                        chunk = left;
+                ssize_t w = write(sv[1], p, chunk);
+                if (w > 0) {
+                        p += w;
+                        left -= (size_t)w;
+                }
+                pump(sv[1], &out, &len, &cap);
+                if (w < 0 && errno != EAGAIN)
+                        break;
+                if (atomic_load(&loop->load) == 0)
+                        break; /* the host closed: what is left would not be read */
+        }
+        shutdown(sv[1], SHUT_WR);
+        for (int i = 0; i < 8 && atomic_load(&loop->load); i++)
+                pump(sv[1], &out, &len, &cap);
+        verify(out, len);
+        /* Whatever is still open (a stream, a head waiting for its timeout) is closed now. */
+        for (int cls = M0_TIMER_IDLE; cls < M0_TIMER_N; cls++)
+                while (loop->timers[cls].head)
+                        m0__conn_close(loop->timers[cls].head);
+        while (loop->streams)
+                m0__conn_close(loop->streams);
+        m0__conn_reap(loop);
+        if (atomic_load(&loop->load) != 0)
+                __builtin_trap(); /* a connection the loop lost track of */
+        close(sv[1]);
+        free(out);
+        return 0;
+}
