@@ -84,7 +84,8 @@ def run_app(app, args=(), env=None, timeout=20, preexec_fn=None):
 
 # In the child: move the passed sockets to fds 3.. (sd_listen_fds' SD_LISTEN_FDS_START), set
 # LISTEN_PID to this process's PID and exec the app. exec keeps the PID, and the libtool wrapper
-# ends in exec too, so LISTEN_PID is the app's own PID when it reads it.
+# ends in exec too, so LISTEN_PID is the app's own PID when it reads it. WATCHDOG_PID is set the
+# same way when the test asks for it (M0TEST_WATCHDOG_PID=self).
 _LAUNCH = r"""
 import fcntl, os, sys
 src = [int(x) for x in os.environ.pop("M0TEST_FDS", "").split(",") if x]
@@ -94,9 +95,12 @@ for fd in src:
 for i, fd in enumerate(high):
     os.dup2(fd, 3 + i, inheritable=True)
     os.close(fd)
+wd = os.environ.pop("M0TEST_WATCHDOG_PID", "")
 env = dict(os.environ)
 if src:
     env["LISTEN_PID"] = str(os.getpid())
+if wd == "self":
+    env["WATCHDOG_PID"] = str(os.getpid())
 os.execve(sys.argv[1], sys.argv[1:], env)
 """
 
@@ -115,6 +119,11 @@ class Server:
     preexec_fn: run in the child before the launcher (e.g. lowering a resource limit; the
       launcher moves passed fds through fd 1000, so keep RLIMIT_NOFILE above that).
     capture_stdout: collect the app's stdout (stdout_text()) instead of discarding it.
+    extra_fds: (name, fd) pairs passed after the sockets (fds 3 + len(sockets), ...) and named
+      in LISTEN_FDNAMES, as systemd passes back what its fd store keeps.
+    watchdog_pid_self: set WATCHDOG_PID to the app's own PID (as LISTEN_PID is).
+    collect_fds: receive notify datagrams with their SCM_RIGHTS fds; each datagram's fds are
+      kept in `notify_fds` as (monotonic time, text, [fd, ...]) until take_notify_fds().
     """
 
     def __init__(
@@ -127,7 +136,14 @@ class Server:
         start=True,
         preexec_fn=None,
         capture_stdout=False,
+        extra_fds=(),
+        watchdog_pid_self=False,
+        collect_fds=False,
     ):
+        self.extra_fds = [(name, fd) for name, fd in extra_fds]
+        self.watchdog_pid_self = watchdog_pid_self
+        self.collect_fds = collect_fds
+        self.notify_fds = []  # (monotonic time, text, [fd]) when collect_fds
         self.app = app
         self.preexec_fn = preexec_fn
         self.capture_stdout = capture_stdout
@@ -206,11 +222,15 @@ class Server:
 
     def start(self):
         env = clean_env(self.env)
-        fds = [s.fileno() for _, _, s in self.listeners]
+        fds = [s.fileno() for _, _, s in self.listeners] + [fd for _, fd in self.extra_fds]
         if fds:
             env["LISTEN_FDS"] = str(len(fds))
-            env["LISTEN_FDNAMES"] = ":".join(name for _, name, _ in self.listeners)
+            env["LISTEN_FDNAMES"] = ":".join(
+                [name for _, name, _ in self.listeners] + [name for name, _ in self.extra_fds]
+            )
             env["M0TEST_FDS"] = ",".join(str(fd) for fd in fds)
+        if self.watchdog_pid_self:
+            env["M0TEST_WATCHDOG_PID"] = "self"
         if self.notify_path:
             env["NOTIFY_SOCKET"] = self.notify_path
         self.t_spawn = time.monotonic()
@@ -281,13 +301,27 @@ class Server:
             return new
         while True:
             try:
-                data = self.notify_sock.recv(65536)
+                if self.collect_fds:
+                    data, fds, _, _ = socket.recv_fds(self.notify_sock, 65536, 16)
+                else:
+                    data = self.notify_sock.recv(65536)
             except BlockingIOError:
                 break
             entry = (time.monotonic(), data.decode("utf-8", "replace"))
+            if self.collect_fds:
+                for fd in fds:
+                    os.set_inheritable(fd, False)
+                self.notify_fds.append((entry[0], entry[1], list(fds)))
             self.datagrams.append(entry)
             new.append(entry)
         return new
+
+    def take_notify_fds(self):
+        """The (time, text, [fd]) of every datagram received so far (collect_fds=True); the fds
+        are the caller's to close from now on."""
+        self.drain_notify()
+        out, self.notify_fds = self.notify_fds, []
+        return out
 
     def notify_lines(self):
         """Every line of every datagram received so far, in order."""
@@ -422,6 +456,10 @@ class Server:
                 s.close()
             if self.notify_sock:
                 self.notify_sock.close()
+            for _, _, fds in self.notify_fds:
+                for fd in fds:
+                    os.close(fd)
+            self.notify_fds = []
             shutil.rmtree(self.tmp, ignore_errors=True)
 
     def __enter__(self):
@@ -723,3 +761,176 @@ def status_tail():
     """What STATUS= ends with when M0_COMPUTE_THREADS is left at its default."""
     n = compute_threads_default()
     return f"; {n} compute thread{'' if n == 1 else 's'}"
+
+
+# ---- server-sent event streams ----
+
+
+class SSEFrame:
+    """One block of a stream, up to and including its blank line: an event (`id:`, `event:`,
+    `data:` lines) or comments only (`: open`, `: heartbeat`, `: bye`)."""
+
+    def __init__(self, raw, t):
+        self.raw = raw  # the exact bytes, blank line included
+        self.t = t  # monotonic time the block was parsed
+        self.comments = []
+        self.id = None
+        self.event = None
+        self.data = []  # one entry per data: line
+        self.other = []  # any other line, verbatim
+        for line in raw[:-2].decode("utf-8", "replace").split("\n"):
+            if line.startswith(":"):
+                self.comments.append(line[1:].lstrip(" "))
+                continue
+            name, sep, value = line.partition(":")
+            if sep and value.startswith(" "):
+                value = value[1:]
+            if name == "id" and sep:
+                self.id = value
+            elif name == "event" and sep:
+                self.event = value
+            elif name == "data" and sep:
+                self.data.append(value)
+            else:
+                self.other.append(line)
+
+    @property
+    def is_event(self):
+        return self.id is not None or self.event is not None or bool(self.data)
+
+    @property
+    def id_int(self):
+        return int(self.id) if self.id is not None else None
+
+    @property
+    def data_text(self):
+        return "\n".join(self.data)
+
+    def __repr__(self):
+        return f"<SSEFrame {self.raw!r}>"
+
+
+def open_stream(conn, path, headers=None, timeout=None):
+    """Send GET `path` and read only the response head (a stream has no length). Returns the
+    Response; the stream's bytes stay in conn.buf for an SSEReader."""
+    conn.request("GET", path, headers)
+    while b"\r\n\r\n" not in conn.buf:
+        if not conn._fill(timeout):
+            raise HarnessError(f"connection closed before a whole head: {conn.buf!r}")
+    i = conn.buf.index(b"\r\n\r\n")
+    raw_head, conn.buf = conn.buf[: i + 4], conn.buf[i + 4 :]
+    lines = raw_head[:-4].decode("latin-1").split("\r\n")
+    m = re.match(r"^(HTTP/\d\.\d) (\d{3}) (.*)$", lines[0])
+    if not m:
+        raise HarnessError(f"bad status line {lines[0]!r}")
+    headers_out = []
+    for ln in lines[1:]:
+        name, sep, value = ln.partition(":")
+        if not sep:
+            raise HarnessError(f"bad header line {ln!r}")
+        headers_out.append((name, value.strip(" \t")))
+    return Response(m.group(1), int(m.group(2)), m.group(3), headers_out, b"", raw_head)
+
+
+class SSEReader:
+    """Reads the blocks of one stream from a Conn whose head was read by open_stream()."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.eof = False
+
+    @property
+    def sock(self):
+        return self.conn.sock
+
+    def _pop(self):
+        i = self.conn.buf.find(b"\n\n")
+        if i < 0:
+            return None
+        raw, self.conn.buf = self.conn.buf[: i + 2], self.conn.buf[i + 2 :]
+        return SSEFrame(raw, time.monotonic())
+
+    def fill(self, timeout):
+        """Wait up to `timeout` for bytes and read them. False on timeout or EOF."""
+        if self.eof:
+            return False
+        r, _, _ = select.select([self.conn.sock], [], [], max(timeout, 0))
+        if not r:
+            return False
+        if not self.conn._fill(max(timeout, 1)):
+            self.eof = True
+            return False
+        return True
+
+    def next(self, timeout=5):
+        """The next block, or None when nothing whole arrives within `timeout` (or at EOF)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            f = self._pop()
+            if f is not None:
+                return f
+            if not self.fill(deadline - time.monotonic()):
+                if self.eof or time.monotonic() >= deadline:
+                    return None
+
+    def expect(self, timeout=5):
+        """The next block; HarnessError when none arrives in time."""
+        f = self.next(timeout)
+        if f is None:
+            raise HarnessError(
+                f"no stream block within {timeout}s (eof={self.eof}, buffered {self.conn.buf!r})"
+            )
+        return f
+
+    def pending(self):
+        """Every whole block already buffered, without reading the socket."""
+        out = []
+        while True:
+            f = self._pop()
+            if f is None:
+                return out
+            out.append(f)
+
+    def read_for(self, seconds):
+        """Every block that arrives within `seconds`."""
+        deadline = time.monotonic() + seconds
+        out = []
+        while True:
+            out += self.pending()
+            left = deadline - time.monotonic()
+            if left <= 0 or not self.fill(left):
+                if self.eof or time.monotonic() >= deadline:
+                    return out + self.pending()
+
+    def read_to_eof(self, timeout=10):
+        """Every block until the server closes; (blocks, bytes left over that end no block).
+        HarnessError when the connection is still open after `timeout`."""
+        deadline = time.monotonic() + timeout
+        out = []
+        while not self.eof:
+            out += self.pending()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise HarnessError(
+                    f"the stream was still open after {timeout}s ({len(out)} blocks read)"
+                )
+            self.fill(left)
+        out += self.pending()
+        return out, self.conn.buf
+
+
+def read_streams(readers, seconds):
+    """Read every reader for `seconds` at once. Returns a list of block lists, in order."""
+    deadline = time.monotonic() + seconds
+    got = [[] for _ in readers]
+    while True:
+        for i, rd in enumerate(readers):
+            got[i] += rd.pending()
+        left = deadline - time.monotonic()
+        live = [rd for rd in readers if not rd.eof]
+        if left <= 0 or not live:
+            return got
+        r, _, _ = select.select([rd.sock for rd in live], [], [], left)
+        for rd in live:
+            if rd.sock in r and not rd.conn._fill(1):
+                rd.eof = True

@@ -1,0 +1,366 @@
+# SPDX-License-Identifier: MIT
+"""Streams and the bus (SPEC S1, B1, B2, B3, X1, A5): the stream's head and first bytes; every
+beat reaches every stream on every loop with contiguous ids; Last-Event-ID replays exactly what
+was missed; heartbeats; the farewell at SIGTERM; the counter's broadcast; a subscriber that
+does not read is closed while its neighbours keep every frame."""
+
+import re
+import signal
+import socket
+import time
+
+from m0test import (
+    IMF_FIXDATE,
+    SSEReader,
+    Server,
+    check,
+    eq,
+    open_stream,
+    read_streams,
+)
+
+OPEN = b": open\n\n"
+BYE = b": bye\n\n"
+HEARTBEAT = b": heartbeat\n\n"
+
+
+def beat(n, pid, event_id=None):
+    """The exact bytes of host_check's beat n (the id is n on a fresh start)."""
+    i = n if event_id is None else event_id
+    return f'id: {i}\nevent: beat\ndata: {{"beat":{n},"pid":{pid}}}\n\n'.encode()
+
+
+def stream(s, path="/events", headers=None):
+    """Open a stream on a new connection; check it opened; return (reader, loop)."""
+    c = s.connect()
+    r = open_stream(c, path, headers)
+    eq(r.status, 200, f"status of {path}")
+    rd = SSEReader(c)
+    first = rd.expect(5)
+    eq(first.raw, OPEN, f"first bytes of {path}")
+    return rd, int(r.header("x-worker"))
+
+
+def events(blocks):
+    return [b for b in blocks if b.is_event]
+
+
+def contiguous(ids, what):
+    check(ids, f"{what}: no event")
+    eq(ids, list(range(ids[0], ids[0] + len(ids))), f"{what}: ids")
+
+
+def test_S1_stream_head_and_first_bytes():
+    with Server("host_check", env={"M0_THREADS": 2}) as s:
+        s.wait_ready()
+        for _ in range(2):
+            c = s.connect()
+            r = open_stream(c, "/events")
+            eq((r.version, r.status, r.reason), ("HTTP/1.1", 200, "OK"), "status line")
+            heads = {k.lower(): v for k, v in r.headers}
+            eq(len(heads), len(r.headers), f"a header repeated: {r.headers}")
+            date = heads.pop("date", None)
+            check(date and IMF_FIXDATE.match(date), f"Date {date!r}")
+            eq(
+                heads,
+                {
+                    "server": "m0",
+                    "content-type": "text/event-stream",
+                    "cache-control": "no-cache",
+                    "x-accel-buffering": "no",
+                    "x-worker": heads.get("x-worker"),
+                    "x-thread": "-1",
+                },
+                "stream headers (no Content-Length, no Transfer-Encoding, no Connection)",
+            )
+            check(heads["x-worker"] in ("0", "1"), f"x-worker {heads['x-worker']!r}")
+            # The first body bytes, exactly, whatever follows them.
+            eq(c.read_exact(len(OPEN), timeout=5), OPEN, "first body bytes")
+        eq(s.stop(), 0, "exit status")
+
+
+def test_B1_every_beat_on_every_stream_of_both_loops():
+    """Four streams over two loops, beats every 50 ms for about 1.2 s: each stream gets every
+    beat after it opened with contiguous ids, and the same bytes for the same id."""
+    with Server("host_check", env={"M0_THREADS": 2, "M0_HOSTCHECK_PERIOD_MS": 50}) as s:
+        s.wait_ready()
+        opened = [stream(s) for _ in range(4)]
+        loops = [lp for _, lp in opened]
+        eq(sorted(set(loops)), [0, 1], f"loops of the four streams {loops} (the test needs both)")
+        got = read_streams([rd for rd, _ in opened], 1.2)
+        seen = {}
+        for i, blocks in enumerate(got):
+            evs = events(blocks)
+            ids = [b.id_int for b in evs]
+            contiguous(ids, f"stream {i} on loop {loops[i]}")
+            check(len(ids) >= 10, f"stream {i}: only {len(ids)} beats in 1.2 s at 50 ms")
+            for b in blocks:
+                check(b.is_event, f"stream {i}: a block that is no event: {b.raw!r}")
+                eq(b.raw, beat(b.id_int, s.pid), f"stream {i}, id {b.id}")
+                seen.setdefault(b.id_int, set()).add(i)
+        common = [n for n, who in seen.items() if len(who) == 4]
+        check(len(common) >= 10, f"only {len(common)} ids reached all four streams")
+        # Past the first and before the last id any stream saw, every stream saw every id.
+        lo = max(events(g)[0].id_int for g in got)
+        hi = min(events(g)[-1].id_int for g in got)
+        eq(sorted(common), list(range(lo, hi + 1)), "ids every stream got")
+        eq(s.stop(), 0, "exit status")
+
+
+def test_B3_last_event_id_replays_the_missed_frames_once():
+    """A stream reads a few beats and goes away; 400 ms later (about 8 beats) it comes back
+    with Last-Event-ID: every frame after that id arrives once, in order, then live ones."""
+    with Server("host_check", env={"M0_THREADS": 2, "M0_HOSTCHECK_PERIOD_MS": 50}) as s:
+        s.wait_ready()
+        ref, _ = stream(s)  # stays open: it says what was published meanwhile
+        first, _ = stream(s)
+        evs = []
+        while len(evs) < 5:
+            evs.append(first.expect(5))
+            check(evs[-1].is_event, f"not an event: {evs[-1].raw!r}")
+        n = evs[-1].id_int
+        first.conn.close()
+        ref_blocks = ref.read_for(0.4)
+        published = max(b.id_int for b in ref_blocks)
+        check(published >= n + 4, f"only {published - n} beats published after {n} in 400 ms")
+        again, _ = stream(s, headers=[("Last-Event-ID", str(n))])
+        blocks = again.read_for(1.0)
+        ref_blocks += ref.read_for(0.1)
+        for b in blocks:
+            check(b.is_event, f"a block that is no event: {b.raw!r}")
+            eq(b.raw, beat(b.id_int, s.pid), f"id {b.id}")
+        ids = [b.id_int for b in blocks]
+        check(ids and ids[0] == n + 1, f"first id after Last-Event-ID {n}: {ids[:3]}")
+        contiguous(ids, "the stream after Last-Event-ID")
+        replayed = [i for i in ids if i <= published]
+        eq(replayed, list(range(n + 1, published + 1)), "frames published while away")
+        check(ids[-1] >= published + 10, f"few live frames after the replay: {ids[-1] - published}")
+        ref_ids = {b.id_int: b.raw for b in ref_blocks}
+        for b in blocks:
+            if b.id_int in ref_ids:
+                eq(b.raw, ref_ids[b.id_int], f"id {b.id} on the two streams")
+        # A Last-Event-ID that is no number is no Last-Event-ID: live frames only.
+        live, _ = stream(s, headers=[("Last-Event-ID", "abc")])
+        nxt = live.expect(5)
+        check(nxt.id_int > published, f"replayed with a malformed Last-Event-ID: {nxt.raw!r}")
+        eq(s.stop(), 0, "exit status")
+
+
+def test_S1_heartbeat_every_sse_heartbeat_ms():
+    """--sse-heartbeat-ms 200 and no beats: the stream gets `: heartbeat` about every 200 ms;
+    with the default (15 s) none comes in the same time."""
+    env = {"M0_HOSTCHECK_PERIOD_MS": 600000}
+    with Server("host_check", env=env, args=["--sse-heartbeat-ms", "200"]) as s:
+        s.wait_ready()
+        rd, _ = stream(s)
+        blocks = [b for b in rd.read_for(1.3) if not (b.is_event and b.event == "beat")]
+        for b in blocks:
+            eq(b.raw, HEARTBEAT, "block on an idle stream")
+        check(3 <= len(blocks) <= 9, f"{len(blocks)} heartbeats in 1.3 s at 200 ms")
+        gaps = sorted(b2.t - b1.t for b1, b2 in zip(blocks, blocks[1:]))
+        med = gaps[len(gaps) // 2]
+        check(0.1 <= med <= 0.4, f"median gap between heartbeats {med:.3f}s (want about 0.2)")
+        eq(s.stop(), 0, "exit status")
+    with Server("host_check", env=env) as s:
+        s.wait_ready()
+        rd, _ = stream(s)
+        blocks = [b for b in rd.read_for(1.3) if not (b.is_event and b.event == "beat")]
+        eq([b.raw for b in blocks], [], "blocks with the default heartbeat (15 s)")
+        eq(s.stop(), 0, "exit status")
+
+
+def test_X1_farewell_bye_then_eof_on_every_stream():
+    with Server("host_check", env={"M0_THREADS": 2, "M0_HOSTCHECK_PERIOD_MS": 50}) as s:
+        s.wait_ready()
+        opened = [stream(s) for _ in range(4)]
+        loops = [lp for _, lp in opened]
+        eq(sorted(set(loops)), [0, 1], f"loops of the four streams {loops} (the test needs both)")
+        for rd, _ in opened:
+            check(rd.expect(5).is_event, "a beat before the signal")
+        s.send_signal(signal.SIGTERM)
+        for i, (rd, lp) in enumerate(opened):
+            blocks, rest = rd.read_to_eof(5)
+            check(blocks, f"stream {i} on loop {lp}: nothing before EOF")
+            eq(blocks[-1].raw, BYE, f"stream {i} on loop {lp}: last block")
+            eq(rest, b"", f"stream {i}: bytes after the farewell")
+            for b in blocks[:-1]:
+                eq(b.raw, beat(b.id_int, s.pid), f"stream {i}: block before the farewell")
+            eq([b.raw for b in blocks].count(BYE), 1, f"stream {i}: farewells")
+            rd.conn.close()
+        eq(s.wait_exit(5), 0, "exit status")
+        s.close_conns()
+
+
+def test_A5_counter_broadcast_reaches_every_stream_on_every_loop():
+    with Server("counter", env={"M0_THREADS": 2}) as s:
+        s.wait_ready()
+        opened = [stream(s) for _ in range(4)]
+        loops = [lp for _, lp in opened]
+        eq(sorted(set(loops)), [0, 1], f"loops of the four streams {loops} (the test needs both)")
+        posters = {}
+        while len(posters) < 2:
+            c = s.connect()
+            posters.setdefault(int(c.get("/").header("x-worker")), c)
+        steps = [(0, "/increment", 1), (1, "/increment", 2), (0, "/decrement", 1)]
+        for k, (lp, path, value) in enumerate(steps):
+            r = posters[lp].exchange("POST", path)
+            eq((r.status, r.body), (204, b""), f"POST {path}")
+            eq(r.header("x-worker"), str(lp), f"x-worker of POST {path}")
+            eid = r.header("x-event-id")
+            eq(eid, str(k + 1), f"x-event-id of POST {path}")
+            want = f'id: {eid}\nevent: value\ndata: {{"value":{value}}}\n\n'.encode()
+            for i, (rd, slp) in enumerate(opened):
+                eq(rd.expect(5).raw, want, f"stream {i} on loop {slp} after POST {path}")
+        for i, (rd, _) in enumerate(opened):
+            eq(rd.read_for(0.2), [], f"stream {i}: anything more")
+        eq(posters[1].get("/").body, b'{"value":1}\n', "GET / after the three POSTs")
+        eq(s.stop(), 0, "exit status")
+
+
+def test_B2_slow_subscriber_closed_others_keep_every_frame():
+    """A client that opens a stream and never reads: once its backlog passes
+    --max-output-bytes the host closes it, while a reading stream on the same loop gets every
+    frame; the closed client gets the rest back with Last-Event-ID."""
+    env = {"M0_HOSTCHECK_PERIOD_MS": 1}
+    args = ["--max-output-bytes", "4096", "--replay-frames", "65536"]
+    with Server("host_check", env=env, args=args, start=False) as s:
+        # Small kernel buffers on both ends (a SendBuffer= of the socket unit: accepted sockets
+        # inherit it), so that the backlog reaches the host's bound in well under a second
+        # rather than after megabytes of autotuned buffer.
+        s.listeners[0][2].setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        s.start()
+        s.wait_ready()
+        good, _ = stream(s)
+        slow = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        slow.connect(s.tcp_addr)
+        slow.sendall(b"GET /events HTTP/1.1\r\nHost: test\r\n\r\n")
+        got = good.read_for(4.0)
+        evs = events(got)
+        eq(len(evs), len(got), "only events on the reading stream")
+        ids = [b.id_int for b in evs]
+        contiguous(ids, "the reading stream")
+        check(len(ids) >= 800, f"the reading stream got {len(ids)} frames in 4 s at 1 ms")
+        for b in evs:
+            eq(b.raw, beat(b.id_int, s.pid), f"id {b.id}")
+        # Now read what the slow client was sent: it ends in EOF (the host closed it), not in
+        # a stream that goes on.
+        slow.settimeout(10)
+        raw = b""
+        deadline = time.monotonic() + 10
+        while True:
+            check(time.monotonic() < deadline, f"the slow stream still open after {len(raw)} bytes")
+            try:
+                data = slow.recv(65536)
+            except ConnectionResetError:
+                data = b""
+            if not data:
+                break
+            raw += data
+        slow.close()
+        head, sep, body = raw.partition(b"\r\n\r\n")
+        check(sep and head.startswith(b"HTTP/1.1 200 OK\r\n"), f"slow stream head {head!r}")
+        check(body.startswith(OPEN), f"slow stream body {body[:40]!r}")
+        frames = body[len(OPEN) :].split(b"\n\n")
+        # What it was sent before the close: frames with contiguous ids and no farewell (the
+        # bytes after the last blank line are a frame cut short, or nothing).
+        frames.pop()
+        for f in frames:
+            m = re.match(rb"id: (\d+)\n", f)
+            check(m, f"a block on the slow stream that is no beat: {f!r}")
+            eq(f + b"\n\n", beat(int(m.group(1)), s.pid), "a frame of the slow stream")
+        sids = [int(re.match(rb"id: (\d+)\n", f).group(1)) for f in frames]
+        contiguous(sids, "the slow stream")
+        last = sids[-1]
+        # It was cut long before the reading stream's last frame.
+        check(last < ids[-1], f"the slow stream's last id {last} vs the reading stream's {ids[-1]}")
+        # B2: it reconnects with Last-Event-ID and loses nothing still kept.
+        back, _ = stream(s, headers=[("Last-Event-ID", str(last))])
+        again = [back.expect(5) for _ in range(50)]
+        eq([b.id_int for b in again], list(range(last + 1, last + 51)), "ids after reconnecting")
+        eq(s.stop(), 0, "exit status")
+        stopped = [ln for ln in s.log_lines() if "loop stopped:" in ln]
+        eq(len(stopped), 1, f"loop stopped lines: {stopped}")
+        m = re.search(r"slow streams closed (\d+)", stopped[0])
+        check(m and int(m.group(1)) >= 1, f"slow streams closed in {stopped[0]!r}")
+        check("bus frames lost 0" in stopped[0], f"frames lost in {stopped[0]!r}")
+
+
+# ---- the producer and the tick (S2, S3, A3) ----
+
+
+def _now_while_streaming(s, seconds):
+    """Ask /now one request after another for `seconds` while a stream is open. Returns
+    ([seconds each /now took], [event blocks the stream got])."""
+    rd, _ = stream(s)
+    c = s.connect()
+    eq(c.get("/now").status, 200, "/now")
+    took = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        t0 = time.monotonic()
+        r = c.get("/now", timeout=10)
+        took.append(time.monotonic() - t0)
+        eq((r.status, r.header("x-thread")), (200, "-1"), "/now")
+        time.sleep(0.01)
+    return took, events(rd.read_for(0.3) + rd.pending())
+
+
+def _sim_frames(evs, where, loop):
+    ids = [b.id_int for b in evs]
+    contiguous(ids, f"sim frames ({where})")
+    for b in evs:
+        eq(b.event, "sim", f"event of id {b.id}")
+        eq(b.data, [f'{{"step":{b.id_int},"where":"{where}","loop":{loop}}}'], f"data of id {b.id}")
+    return ids
+
+
+def test_S2_A3_producer_steps_leave_the_loop_fast():
+    """sim_loop's producer arm (4 Hz, 200 ms of CPU per step): steps arrive as `event: sim`
+    with contiguous ids while /now keeps answering in under 100 ms."""
+    with Server("sim_loop", env={"M0_SIM_HZ": 4, "M0_SIM_COST_MS": 200}) as s:
+        s.wait_ready()
+        took, evs = _now_while_streaming(s, 1.6)
+        ids = _sim_frames(evs, "producer", -1)
+        check(len(ids) >= 3, f"{len(ids)} steps in 1.6 s at 4 Hz")
+        check(len(took) >= 20, f"only {len(took)} /now answers in 1.6 s")
+        check(max(took) < 0.1, f"slowest /now {max(took) * 1000:.0f} ms beside the producer")
+        eq(s.stop(), 0, "exit status")
+
+
+def test_S3_A3_on_loop_arm_is_slow_and_still_producing():
+    """The comparison arm (M0_SIM_ON_LOOP=1): the same step on loop 0's tick holds the loop,
+    so some /now waits at least 150 ms, and the steps still arrive."""
+    env = {"M0_SIM_HZ": 4, "M0_SIM_COST_MS": 200, "M0_SIM_ON_LOOP": 1}
+    with Server("sim_loop", env=env) as s:
+        s.wait_ready()
+        took, evs = _now_while_streaming(s, 1.6)
+        ids = _sim_frames(evs, "loop", 0)
+        check(len(ids) >= 3, f"{len(ids)} steps in 1.6 s at 4 Hz on the tick")
+        slowest = max(took) * 1000
+        check(slowest >= 150, f"slowest /now {slowest:.0f} ms with the step on the loop")
+        eq(s.stop(), 0, "exit status")
+
+
+def test_S2_sigterm_with_a_step_in_flight_exits_0():
+    """Each step costs 300 ms (period 50): SIGTERM lands about 150 ms into a step; the streams
+    get their farewell and the process exits 0 once the step returns."""
+    env = {"M0_HOSTCHECK_STEP_COST_MS": 300, "M0_HOSTCHECK_PERIOD_MS": 50}
+    with Server("host_check", env=env) as s:
+        s.wait_ready()
+        rd, _ = stream(s)
+        f = rd.expect(5)  # published at the end of a step; the next starts 50 ms later
+        eq(f.raw, beat(f.id_int, s.pid), "a beat")
+        time.sleep(0.15)
+        t0 = time.monotonic()
+        s.send_signal(signal.SIGTERM)
+        blocks, rest = rd.read_to_eof(5)
+        eq(([b.raw for b in blocks], rest), ([BYE], b""), "the stream after SIGTERM")
+        rd.conn.close()  # as a client does on EOF: the host's linger ends at once
+        eq(s.wait_exit(5), 0, "exit status")
+        took = time.monotonic() - t0
+        check(took < 1.5, f"exit took {took:.2f}s after SIGTERM, with under 300 ms of step left")
+        log = s.log_lines()
+        check(not any("past the drain's bound" in ln for ln in log), s.log_text())
+        eq(log[-1], "m0[host_check]: stopped", "last log line")
+        s.close_conns()
