@@ -164,6 +164,9 @@ static int64_t step(void *state)
         struct state *st = state;
         if (st->cost_ms > 0)
                 sleep_ms(st->cost_ms);
+        long fail_at = env_long("M0_HOSTCHECK_STEP_FAILS_AT", 0);
+        if (fail_at > 0 && (long)st->beats + 1 == fail_at)
+                return -EIO; /* S2: the producer stops, serving goes on */
         char data[64];
         snprintf(data, sizeof(data), "{\"beat\":%llu,\"pid\":%ld}", ++st->beats, (long)getpid());
         int64_t id = m0_publish("beat", data, -1);
@@ -182,6 +185,7 @@ static int check(char *finding, size_t flen, char *fix, size_t xlen)
                 {"M0_HOSTCHECK_PERIOD_MS", 1},       {"M0_HOSTCHECK_STEP_COST_MS", 0},
                 {"M0_HOSTCHECK_MAKE_DELAY_MS", 0},   {"M0_HOSTCHECK_LOOP_MAKE_FAILS", 0},
                 {"M0_HOSTCHECK_POOL_MAKE_FAILS", 0}, {"M0_HOSTCHECK_PRODUCER_MAKE_FAILS", 0},
+                {"M0_HOSTCHECK_STEP_FAILS_AT", 0},
         };
         for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
                 if (env_long(knobs[i].name, knobs[i].min) >= knobs[i].min)

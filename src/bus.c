@@ -61,7 +61,7 @@ static struct m0_frame *frame_build(const char *event, const char *data)
         size_t dn = strlen(data);
         size_t lines = 1;
         for (size_t i = 0; i < dn; i++)
-                lines += data[i] == '\n';
+                lines += data[i] == '\n' || data[i] == '\r';
         size_t en = event ? strlen(event) : 0;
         size_t size = ID_ROOM + (event ? 8 + en : 0) + dn + lines * 7 + 2;
         struct m0_frame *f = malloc(sizeof(*f) + size);
@@ -75,20 +75,20 @@ static struct m0_frame *frame_build(const char *event, const char *data)
                 p += en;
                 *p++ = '\n';
         }
+        /* CR LF, LF and a lone CR all end a line for an EventSource: each becomes its own
+         * `data:` line, so no byte of the data can start a field of its own. */
         const char *s = data;
         for (;;) {
-                const char *nl = strchr(s, '\n');
-                size_t n = nl ? (size_t)(nl - s) : strlen(s);
-                if (n && s[n - 1] == '\r')
-                        n--; /* a CR would end the line for some parsers: drop it */
+                size_t n = strcspn(s, "\r\n");
                 memcpy(p, "data: ", 6);
                 p += 6;
                 memcpy(p, s, n);
                 p += n;
                 *p++ = '\n';
-                if (!nl)
+                s += n;
+                if (!*s)
                         break;
-                s = nl + 1;
+                s += (s[0] == '\r' && s[1] == '\n') ? 2 : 1;
         }
         *p++ = '\n';
         f->end = (size_t)(p - f->bytes);

@@ -353,15 +353,21 @@ static size_t process(struct m0_conn *c, char *base, size_t len, size_t pos)
                         pos = len;
                         break;
                 }
-                if (e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) {
+                if (e == HPE_PAUSED) {
                         pos = (size_t)(llhttp_get_error_pos(&c->parser) - base);
-                        if (e == HPE_PAUSED_UPGRADE)
-                                c->closing = true; /* no protocol switch: answer, then close */
-                        else
-                                llhttp_resume(&c->parser);
+                        llhttp_resume(&c->parser);
+                        /* An Upgrade is not taken: the request is answered, then the
+                         * connection closes, since what follows is not HTTP/1.1. */
+                        if (c->parser.upgrade)
+                                c->closing = true;
                         dispatch(c);
                         c->phase = PH_IDLE;
                         continue;
+                }
+                if (e == HPE_PAUSED_UPGRADE) {
+                        c->closing = true; /* answered already (above); read nothing more */
+                        pos = len;
+                        break;
                 }
                 refuse(c, c->err_status ? c->err_status : 400);
                 pos = len;

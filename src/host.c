@@ -83,16 +83,47 @@ static void post_stop_all(struct m0_host *h)
  * Join every loop within one bound counted from `t0` (X2): drain + 1 s slack. Returns the exit
  * status: 0 when all stopped in time and none failed, 1 otherwise (stragglers are named).
  */
+static bool before(const struct timespec *a, const struct timespec *b)
+{
+        return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+/*
+ * Join `t` by `end` (CLOCK_REALTIME); while it runs, tell systemd every second that the drain
+ * goes on (EXTEND_TIMEOUT_USEC, X2). 0 when joined, ETIMEDOUT past `end`.
+ */
+static int join_by(pthread_t t, const struct timespec *end)
+{
+        for (;;) {
+                struct timespec step = deadline_after(1000);
+                bool last = !before(&step, end);
+                int r = pthread_timedjoin_np(t, NULL, last ? end : &step);
+                if (r != ETIMEDOUT || last)
+                        return r;
+                struct timespec now;
+                clock_gettime(CLOCK_REALTIME, &now);
+                long long left_ms = (long long)(end->tv_sec - now.tv_sec) * 1000 +
+                                    (end->tv_nsec - now.tv_nsec) / 1000000;
+                char ext[64];
+                snprintf(ext, sizeof(ext), "EXTEND_TIMEOUT_USEC=%llu",
+                         (unsigned long long)(left_ms > 0 ? left_ms : 0) * 1000ull + 2000000ull);
+                (void)m0__notify(ext);
+        }
+}
+
 static int join_loops(struct m0_host *h, uint64_t bound_ms, bool *joined)
 {
         struct timespec dl = deadline_after(bound_ms);
+        /* The pool's floor (X2): its jobs get at least 500 ms of drain, whatever the bound. */
+        uint64_t pool_ms = h->cfg.drain_timeout_ms < 500 ? 500 + 1000 : bound_ms;
+        struct timespec pool_dl = deadline_after(pool_ms);
         int code = M0__EXIT_OK;
         struct m0_producer *p = &h->producer;
         atomic_store(&p->stop, true);
         for (int i = 0; i < h->nloops; i++) {
                 if (joined[i])
                         continue;
-                int r = pthread_timedjoin_np(h->loops[i].thread, NULL, &dl);
+                int r = join_by(h->loops[i].thread, &dl);
                 if (r == 0) {
                         joined[i] = true;
                         if (h->loops[i].failed || h->loops[i].cut)
@@ -105,7 +136,7 @@ static int join_loops(struct m0_host *h, uint64_t bound_ms, bool *joined)
                 code = M0__EXIT_FAIL;
         }
         if (p->started) {
-                if (pthread_timedjoin_np(p->thread, NULL, &dl) == 0) {
+                if (join_by(p->thread, &dl) == 0) {
                         p->started = false;
                 } else {
                         m0__log(M0_LOG_ERR, -1, M0_MID_DRAIN_TIMEOUT,
@@ -130,7 +161,7 @@ static int join_loops(struct m0_host *h, uint64_t bound_ms, bool *joined)
                 for (int t = 0; t < pool->nthreads; t++) {
                         if (!pool->threads[t].started)
                                 continue;
-                        if (pthread_timedjoin_np(pool->threads[t].thread, NULL, &dl) == 0) {
+                        if (join_by(pool->threads[t].thread, &pool_dl) == 0) {
                                 pool->threads[t].started = false;
                                 continue;
                         }
@@ -420,6 +451,7 @@ int m0_main(const m0_app *app, int argc, char **argv)
                 return refuse(finding, checks[first].fix);
         }
         if (!h->sockets.passed) {
+                (void)m0__caps_keep_bind(); /* the bound set is dropped whole right after */
                 int r = m0__sockets_bind(&h->sockets, h->cfg.host, h->cfg.port, err, sizeof(err));
                 if (r < 0) {
                         m0__sockets_close(&h->sockets);

@@ -215,7 +215,9 @@ void m0__app_run(const m0_app *app, m0_handler_fn fn, int status, m0_req *req, m
                                   status == 405 ? "405 Method Not Allowed\n" : "404 Not Found\n");
                 return;
         }
-        if (fn(req, res, state) < 0) {
+        /* A stream refused on a pool thread is answered 409 by the pool (P2), whatever the
+         * handler made of m0_res_stream()'s -EPERM. */
+        if (fn(req, res, state) < 0 && !res->stream_refused) {
                 m0__res_reset(res);
                 (void)m0_res_text(res, 500, "500 Internal Server Error\n");
         }

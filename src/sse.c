@@ -83,6 +83,14 @@ void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res)
         }
         c->stream = true;
         link_stream(l, c);
+        if (l->stopping) {
+                /* Opened by a request the drain answered: the farewell comes at once. */
+                static const char bye[] = ": bye\n\n";
+                m0__sse_unlink(c);
+                (void)m0__buf_append(w, bye, sizeof(bye) - 1);
+                c->closing = true;
+                return;
+        }
 
         /* Replay (B3): every kept frame after Last-Event-ID; the live ones follow with no gap and
          * no duplicate because delivery skips what this stream's cursor has passed. */
@@ -92,6 +100,10 @@ void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res)
                 c->cursor = m0__bus_last(b);
                 return;
         }
+        /* An id past the newest one is from before the ids started over (the fd store was
+         * flushed): everything kept is new to this client. */
+        if (after > m0__bus_last(b))
+                after = 0;
         c->cursor = after;
         for (;;) {
                 struct m0_frame *f[TAKE_BATCH];
