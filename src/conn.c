@@ -335,6 +335,16 @@ static void refuse(struct m0_conn *c, int status)
         c->closing = true;
 }
 
+/* The last four bytes llhttp consumed, most recent in the low byte. */
+#define TAIL_CRLFCRLF 0x0d0a0d0au
+
+static void tail_note(struct m0_conn *c, const char *p, size_t n)
+{
+        size_t i = n > 4 ? n - 4 : 0;
+        for (; i < n; i++)
+                c->tail = (c->tail << 8) | (uint8_t)p[i];
+}
+
 /*
  * Parse and answer what `base[pos..len)` holds. Returns how far parsing got. Stops early when
  * the connection is closing or its answers pass max_output_bytes (the rest waits, unparsed).
@@ -348,14 +358,24 @@ static size_t process(struct m0_conn *c, char *base, size_t len, size_t pos)
         while (pos < len && !c->closing && !c->busy && !c->stream) {
                 if (l->wbuf.len >= cfg->max_output_bytes)
                         break;
+                size_t from = pos;
                 llhttp_errno_t e = llhttp_execute(&c->parser, base + pos, len - pos);
                 if (e == HPE_OK) {
+                        tail_note(c, base + from, len - from);
                         pos = len;
                         break;
                 }
                 if (e == HPE_PAUSED) {
                         pos = (size_t)(llhttp_get_error_pos(&c->parser) - base);
+                        tail_note(c, base + from, pos - from);
                         llhttp_resume(&c->parser);
+                        /* A chunked body ends with CRLF CRLF (after the last chunk, or its
+                         * trailers); llhttp 8.1 also takes a bare LF there (H3). */
+                        if ((c->parser.flags & F_CHUNKED) && c->tail != TAIL_CRLFCRLF) {
+                                refuse(c, 400);
+                                pos = len;
+                                break;
+                        }
                         /* An Upgrade is not taken: the request is answered, then the
                          * connection closes, since what follows is not HTTP/1.1. */
                         if (c->parser.upgrade)

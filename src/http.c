@@ -164,6 +164,9 @@ int m0__http_head_parse(char *head, size_t avail, const struct m0_config *cfg, s
                 size_t nn = (size_t)(name_end - name);
                 if (name_is((const char *)name, nn, "host")) {
                         nhost++;
+                        /* uri-host [":" port] has no whitespace inside (RFC 9112 3.2) */
+                        if (memchr(v, ' ', vn) || memchr(v, '\t', vn))
+                                return 400;
                 } else if (name_is((const char *)name, nn, "content-length")) {
                         uint64_t x;
                         if (parse_cl(v, vn, &x) < 0 || (have_cl && x != cl))

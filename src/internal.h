@@ -340,6 +340,7 @@ struct m0_conn {
         bool lingering;   /* output out, write side shut; dropping the client's bytes */
         bool busy;        /* a pool thread is answering the current request */
         int err_status;   /* the status a callback chose when it stopped the parser */
+        uint32_t tail;    /* the last four bytes parsed: a chunked body must end in CRLF CRLF */
 
         struct m0_buf body;
         struct m0_buf out; /* bytes the socket did not take yet */
