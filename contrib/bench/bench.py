@@ -1,0 +1,1138 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""contrib/bench/bench.py: the measuring half of contrib/bench/run (SPEC M1, M2, M3, cold start).
+
+contrib/bench/run installs the peers, builds m0 and the helpers, then runs this. It can be run
+alone on an existing build: bench.py --build BUILD_DIR --helpers DIR [options]. Standard library
+only. Every server it starts is in a process group of its own and is stopped on every way out.
+"""
+import argparse
+import atexit
+import datetime
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BODY = '{"now":1700000000.000}'  # the size of ramp's /x/now body: {"now":<10 digits>.<3>}
+PEERS = ("nginx", "h2o", "floor")
+ARMS = ("ramp",) + PEERS
+ENDPOINTS = {"now": "/x/now", "search": "/x/search?sel=25"}
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+RUNNING = []  # Popen objects started in a process group of their own
+LIB_ENV = {}  # LD_LIBRARY_PATH for the uninstalled libm0, set in main()
+
+
+def log(*a):
+    print("bench:", *a, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- processes
+
+
+def stop(p, timeout=10.0):
+    """SIGTERM the group p leads, wait, then SIGKILL it. Idempotent."""
+    if p in RUNNING:
+        RUNNING.remove(p)
+    if p.poll() is None:
+        try:
+            os.killpg(p.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            log(f"pid {p.pid} did not stop in {timeout:.0f} s after SIGTERM: SIGKILL")
+    try:  # what is left of the group (nginx workers, h2o's helper), and a stuck leader
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        p.wait(5)
+    except subprocess.TimeoutExpired:
+        pass
+    return p.returncode
+
+
+def stop_all():
+    for p in list(RUNNING):
+        stop(p, timeout=5)
+
+
+def spawn(argv, logpath, env=None, cpus=None, stdout=None):
+    if cpus is not None:
+        argv = ["taskset", "-c", str(cpus)] + list(argv)
+    lf = open(logpath, "ab")
+    e = dict(os.environ)
+    e.pop("NOTIFY_SOCKET", None)
+    e.pop("LISTEN_FDS", None)
+    e.pop("LISTEN_PID", None)
+    e.update(LIB_ENV)
+    e.update(env or {})
+    p = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=stdout if stdout is not None else lf,
+        stderr=lf,
+        env=e,
+        start_new_session=True,
+    )
+    lf.close()
+    RUNNING.append(p)
+    return p
+
+
+def proc_table():
+    """pid -> (ppid, utime+stime+cutime+cstime ticks, rss pages) for every process."""
+    t = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                s = f.read()
+        except OSError:
+            continue
+        f = s[s.rindex(")") + 2 :].split()
+        # after the comm: state ppid ... utime(12) stime(13) cutime(14) cstime(15) ... rss(22)
+        t[int(d)] = (int(f[1]), int(f[11]) + int(f[12]) + int(f[13]) + int(f[14]), int(f[21]))
+    return t
+
+
+def tree(root, table=None):
+    table = table or proc_table()
+    kids = {}
+    for pid, (ppid, _, _) in table.items():
+        kids.setdefault(ppid, []).append(pid)
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        if pid in table:
+            out.append(pid)
+            todo.extend(kids.get(pid, []))
+    return out, table
+
+
+def cpu_seconds(root):
+    pids, t = tree(root)
+    return sum(t[p][1] for p in pids) / CLK_TCK
+
+
+def machine_busy_s():
+    """CPU seconds every CPU spent busy since boot (all of /proc/stat's cpu line but idle)."""
+    with open("/proc/stat") as f:
+        x = [int(v) for v in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal (guest and guest_nice are in user)
+    return (sum(x[:8]) - x[3] - x[4]) / CLK_TCK
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def thread_cpu(pid):
+    """CPU seconds of the live threads of one process, summed by thread name."""
+    out = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                s = f.read()
+        except OSError:
+            continue
+        name = s[s.index("(") + 1 : s.rindex(")")]
+        f = s[s.rindex(")") + 2 :].split()
+        out[name] = out.get(name, 0) + (int(f[11]) + int(f[12])) / CLK_TCK
+    return out
+
+
+def vmrss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def rss_by_pid(root):
+    pids, _ = tree(root)
+    return {p: vmrss_kib(p) for p in pids}
+
+
+def rss_growth(before, after):
+    """KiB the processes of `before` grew by in `after`; a process that started in between (h2o
+    starts its crash-handler helper lazily) is left out rather than counted as growth."""
+    return sum(after[p] - before[p] for p in before if p in after)
+
+
+def rss(root):
+    """(KiB of the whole tree, KiB of the root process, processes in the tree)."""
+    pids, _ = tree(root)
+    return sum(vmrss_kib(p) for p in pids), vmrss_kib(root), len(pids)
+
+
+# ---------------------------------------------------------------- HTTP
+
+
+def http_get(port, path, timeout=2.0):
+    """One GET on a new connection: (status, body bytes, seconds to the first byte)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        t0 = time.perf_counter()
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        first = None
+        while True:
+            b = s.recv(65536)
+            if first is None:
+                first = time.perf_counter() - t0
+            if not b:
+                break
+            data += b
+            head, sep, body = data.partition(b"\r\n\r\n")
+            if sep:
+                m = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+                if m and len(body) >= int(m.group(1)):
+                    break
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP/1.") else 0
+    return status, body, first
+
+
+def wait_ready(p, port, path, timeout=20.0):
+    """Poll until the server answers 200 on path (never a blind sleep)."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        if p.poll() is not None:
+            raise RuntimeError(f"exited with {p.returncode} before answering (see its log)")
+        try:
+            st, body, _ = http_get(port, path, timeout=1.0)
+            if st == 200:
+                return body
+            last = f"status {st}"
+        except OSError as e:
+            last = str(e)
+        time.sleep(0.02)
+    raise RuntimeError(f"no 200 on :{port}{path} within {timeout:.0f} s ({last})")
+
+
+def port_listening(port):
+    want = f":{port:04X}"
+    for fn in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(fn) as f:
+                next(f)
+                for line in f:
+                    x = line.split()
+                    if x[1].endswith(want) and x[3] == "0A":
+                        return True
+        except OSError:
+            pass
+    return False
+
+
+# ---------------------------------------------------------------- wrk
+
+WRK_LUA = r"""
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    'WRKJSON {"requests":%d,"duration_us":%d,"bytes":%d,"connect":%d,"read":%d,"write":%d,' ..
+    '"status":%d,"timeout":%d,"p50_us":%d,"p90_us":%d,"p99_us":%d,"p999_us":%d,' ..
+    '"max_us":%d,"mean_us":%.1f}\n',
+    summary.requests, summary.duration, summary.bytes, e.connect, e.read, e.write, e.status,
+    e.timeout, latency:percentile(50), latency:percentile(90), latency:percentile(99),
+    latency:percentile(99.9), latency.max, latency.mean))
+end
+"""
+
+
+class Bench:
+    def __init__(self, a):
+        self.a = a
+        self.tmp = tempfile.mkdtemp(prefix="m0-bench-")
+        os.chmod(self.tmp, 0o755)
+        self.lua = os.path.join(self.tmp, "done.lua")
+        with open(self.lua, "w") as f:
+            f.write(WRK_LUA)
+        with open(os.path.join(self.tmp, "now.json"), "w") as f:
+            f.write(BODY)
+        os.chmod(os.path.join(self.tmp, "now.json"), 0o644)
+        self.nproc = len(os.sched_getaffinity(0))
+        self.nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        self.port = a.port_base
+        self.anomalies = []
+
+    def note(self, msg):
+        log("NOTE: " + msg)
+        self.anomalies.append(msg)
+
+    def binp(self, name):
+        """The app itself, not libtool's wrapper script (which would add a shell to every
+        start and a bash process to the tree); spawn() sets LD_LIBRARY_PATH for it."""
+        real = os.path.join(self.a.build, "apps", ".libs", name)
+        return real if os.access(real, os.X_OK) else os.path.join(self.a.build, "apps", name)
+
+    def helper(self, name):
+        return os.path.join(self.a.helpers, name)
+
+    def logpath(self, name):
+        return os.path.join(self.tmp, name + ".log")
+
+    def layouts(self):
+        out = []
+        for name in self.a.layouts:
+            if name == "pinned":
+                out.append(
+                    dict(name="pinned", server_cpus=str(self.a.server_cpu),
+                         client_cpus=str(self.a.client_cpu), workers=1, wrk_threads=1)
+                )
+            else:
+                out.append(dict(name="wide", server_cpus=None, client_cpus=None,
+                                workers=self.nproc, wrk_threads=self.a.wide_wrk_threads))
+        return out
+
+    # ------------------------------------------------------------ servers
+
+    def server_argv(self, arm, port, workers, max_conns=None):
+        if arm == "ramp":
+            argv = [self.binp("ramp"), "--port", str(port), "--threads", str(workers),
+                    "--max-keepalive-requests", "0",
+                    "--blocking-threads", str(self.a.blocking_threads)]
+            if max_conns:
+                argv += ["--max-connections", str(max_conns)]
+            return argv
+        if arm == "floor":
+            return [self.helper("floor"), str(port), str(workers)]
+        conns = max(10240, (max_conns or 0) + 1024)
+        d = os.path.join(self.tmp, f"{arm}-{port}")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(HERE, f"{arm}.conf.in")) as f:
+            conf = f.read()
+        for k, v in dict(PORT=port, WORKERS=workers, DIR=d, TMP=self.tmp, CONNECTIONS=conns,
+                         NOFILE=self.nofile).items():
+            conf = conf.replace(f"@{k}@", str(v))
+        path = os.path.join(d, f"{arm}.conf")
+        with open(path, "w") as f:
+            f.write(conf)
+        if arm == "nginx":
+            return ["nginx", "-e", "stderr", "-p", d, "-c", path]
+        return ["h2o", "-c", path]
+
+    def start(self, arm, layout, port, max_conns=None, ready_path="/x/now", env=None,
+              argv=None, cpus="layout"):
+        argv = argv or self.server_argv(arm, port, layout["workers"], max_conns)
+        cpus = layout["server_cpus"] if cpus == "layout" else cpus
+        p = spawn(argv, self.logpath(f"{arm}-{port}"), env=env, cpus=cpus)
+        try:
+            body = wait_ready(p, port, ready_path)
+        except RuntimeError as e:
+            stop(p)
+            raise RuntimeError(f"{arm}: {e}; log: {self.logpath(f'{arm}-{port}')}")
+        return p, body
+
+    def next_port(self):
+        """The next port from --port-base up that nothing on this machine holds."""
+        while True:
+            self.port += 1
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", self.port))
+                    return self.port
+                except OSError:
+                    continue
+
+    # ------------------------------------------------------------ wrk
+
+    def wrk(self, port, path, conns, threads, duration, cpus):
+        argv = ["wrk", "-t", str(threads), "-c", str(conns), "-d", f"{duration}s", "--latency",
+                "-s", self.lua, f"http://127.0.0.1:{port}{path}"]
+        if cpus is not None:
+            argv = ["taskset", "-c", str(cpus)] + argv
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=duration + 60)
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if r.returncode != 0:
+            raise RuntimeError(f"wrk failed ({r.returncode}): {r.stderr.strip()}")
+        m = re.search(r"^WRKJSON (.*)$", r.stdout, re.M)
+        if not m:
+            raise RuntimeError("wrk printed no summary: " + r.stdout[-500:])
+        w = json.loads(m.group(1))
+        w["client_cpu_s"] = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+        return w
+
+    def measure(self, p, port, path, conns, layout, duration):
+        """One row: wrk against a running server, with the server tree's CPU and RSS."""
+        load = loadavg()
+        b0, c0, t0 = machine_busy_s(), cpu_seconds(p.pid), thread_cpu(p.pid)
+        w = self.wrk(port, path, conns, layout["wrk_threads"], duration, layout["client_cpus"])
+        c1, b1, t1 = cpu_seconds(p.pid), machine_busy_s(), thread_cpu(p.pid)
+        rss_tree, rss_main, nprocs = rss(p.pid)
+        n = max(w["requests"], 1)
+        secs = w["duration_us"] / 1e6
+        errors = w["connect"] + w["read"] + w["write"] + w["timeout"] + w["status"]
+        return dict(
+            conns=conns, wrk_threads=layout["wrk_threads"], duration_s=round(secs, 3),
+            requests=w["requests"], rps=round(w["requests"] / secs, 1),
+            server_cpu_s=round(c1 - c0, 3), cpu_us_per_req=round((c1 - c0) * 1e6 / n, 3),
+            client_cpu_us_per_req=round(w["client_cpu_s"] * 1e6 / n, 3),
+            p50_us=w["p50_us"], p90_us=w["p90_us"], p99_us=w["p99_us"], p999_us=w["p999_us"],
+            max_us=w["max_us"], mean_us=w["mean_us"],
+            errors=dict(connect=w["connect"], read=w["read"], write=w["write"],
+                        timeout=w["timeout"], non2xx=w["status"]),
+            errors_total=errors, rss_kib=rss_tree, rss_main_kib=rss_main, processes=nprocs,
+            loadavg_before=load,
+            # the root process's threads, by name (m0: m0-loop-N, m0-producer, ...)
+            thread_cpu_us_per_req={k: round((v - t0.get(k, 0)) * 1e6 / n, 3)
+                                   for k, v in sorted(t1.items()) if v - t0.get(k, 0) > 0},
+            loop_cpu_us_per_req=round(sum(v - t0.get(k, 0) for k, v in t1.items()
+                                          if k.startswith("m0-loop")) * 1e6 / n, 3),
+            # CPU that neither the server nor wrk used while the run lasted: other work on the
+            # machine (and interrupt-context network work); a large share means a noisy row.
+            other_cpu_share=round(max(0.0, (b1 - b0) - (c1 - c0) - w["client_cpu_s"])
+                                  / (secs * self.nproc), 3),
+        )
+
+    # ------------------------------------------------------------ M1
+
+    def m1(self):
+        a = self.a
+        rows = []
+        for layout in self.layouts():
+            for rnd in range(a.rounds):
+                k = rnd % len(ARMS)
+                order = ARMS[k:] + ARMS[:k]
+                for pos, arm in enumerate(order):
+                    port = self.next_port()
+                    log(f"M1 {layout['name']} round {rnd + 1}/{a.rounds}: {arm} on :{port}")
+                    p, body = self.start(arm, layout, port)
+                    try:
+                        if arm != "ramp" and body.decode() != BODY:
+                            raise RuntimeError(f"{arm} answered {body!r}, not {BODY}")
+                        if a.warmup > 0:
+                            self.wrk(port, "/x/now", 16, layout["wrk_threads"], a.warmup,
+                                     layout["client_cpus"])
+                        eps = ("now", "search") if arm == "ramp" else ("now",)
+                        for ep in eps:
+                            for conns in a.conns:
+                                row = self.measure(p, port, ENDPOINTS[ep], conns, layout,
+                                                   a.duration)
+                                row.update(layout=layout["name"], round=rnd, position=pos,
+                                           arm=arm, endpoint=ep, path=ENDPOINTS[ep])
+                                rows.append(row)
+                                log(f"  {ep:6} c={conns:<4} {row['rps']:>10.0f} rps "
+                                    f"{row['cpu_us_per_req']:7.2f} us/req  p99 "
+                                    f"{row['p99_us'] / 1000:7.2f} ms  rss {row['rss_kib']} KiB"
+                                    f"  errors {row['errors_total']}")
+                                if row["errors_total"]:
+                                    self.note(f"M1 {layout['name']} round {rnd + 1} {arm} "
+                                              f"{ep} c={conns}: {row['errors']}")
+                        if p.poll() is not None:
+                            self.note(f"M1 {arm} exited with {p.returncode} during the runs")
+                    finally:
+                        rc = stop(p)
+                        if rc not in (0, -signal.SIGTERM, 143) and arm == "ramp":
+                            self.note(f"M1 ramp exited {rc} after SIGTERM "
+                                      f"(log {self.logpath(f'{arm}-{port}')})")
+        return rows
+
+    @staticmethod
+    def m1_summary(rows):
+        keys = sorted({(r["layout"], r["endpoint"], r["conns"], r["arm"]) for r in rows},
+                      key=lambda k: (k[0], k[1], k[2], ARMS.index(k[3])))
+        med = []
+        for lay, ep, c, arm in keys:
+            rs = [r for r in rows if (r["layout"], r["endpoint"], r["conns"], r["arm"]) ==
+                  (lay, ep, c, arm)]
+            m = dict(layout=lay, endpoint=ep, conns=c, arm=arm, rounds=len(rs),
+                     errors_total=sum(r["errors_total"] for r in rs))
+            for f in ("rps", "cpu_us_per_req", "client_cpu_us_per_req", "p50_us", "p99_us",
+                      "rss_kib", "rss_main_kib", "other_cpu_share"):
+                m[f] = round(statistics.median(r[f] for r in rs), 3)
+            med.append(m)
+        ratios = []
+        for lay, ep, c, arm in keys:
+            if arm == "ramp":
+                continue
+            per = {f: [] for f in ("rps", "cpu_us_per_req", "p99_us", "rss_kib")}
+            for r in rows:
+                if (r["layout"], r["endpoint"], r["conns"], r["arm"]) != (lay, ep, c, arm):
+                    continue
+                mine = [x for x in rows if x["arm"] == "ramp" and x["round"] == r["round"] and
+                        (x["layout"], x["endpoint"], x["conns"]) == (lay, ep, c)]
+                if not mine:
+                    continue
+                for f in per:
+                    if r[f]:
+                        per[f].append(mine[0][f] / r[f])
+            if per["rps"]:
+                ratios.append(dict(
+                    layout=lay, endpoint=ep, conns=c, peer=arm, rounds=len(per["rps"]),
+                    **{f"ramp_over_peer_{f}": round(statistics.median(v), 3) if v else None
+                       for f, v in per.items()}))
+        return med, ratios
+
+    # ------------------------------------------------------------ M2
+
+    def m2(self):
+        a = self.a
+        arms = [
+            ("no-work", {"M0_SIM_HZ": "60", "M0_SIM_COST_MS": "0"}),
+            ("producer", {"M0_SIM_HZ": "60", "M0_SIM_COST_MS": "8"}),
+            ("on-loop", {"M0_SIM_HZ": "60", "M0_SIM_COST_MS": "8", "M0_SIM_ON_LOOP": "1"}),
+        ]
+        rows = []
+        for layout in self.layouts():
+            for rnd in range(a.rounds):
+                k = rnd % len(arms)
+                for pos, (arm, env) in enumerate(arms[k:] + arms[:k]):
+                    port = self.next_port()
+                    log(f"M2 {layout['name']} round {rnd + 1}/{a.rounds}: {arm} on :{port}")
+                    argv = [self.binp("sim_loop"), "--port", str(port), "--threads",
+                            str(layout["workers"]), "--max-keepalive-requests", "0"]
+                    p, _ = self.start("sim_loop", layout, port, ready_path="/now", env=env,
+                                      argv=argv)
+                    try:
+                        if a.warmup > 0:
+                            self.wrk(port, "/now", 16, layout["wrk_threads"], a.warmup,
+                                     layout["client_cpus"])
+                        for conns in a.conns:
+                            row = self.measure(p, port, "/now", conns, layout, a.duration)
+                            row.update(layout=layout["name"], round=rnd, position=pos, arm=arm,
+                                       env=env)
+                            rows.append(row)
+                            log(f"  c={conns:<4} {row['rps']:>10.0f} rps  p99 "
+                                f"{row['p99_us'] / 1000:7.2f} ms  cpu "
+                                f"{row['cpu_us_per_req']:.2f} us/req")
+                    finally:
+                        stop(p)
+        summary = []
+        for layout in {r["layout"] for r in rows}:
+            for conns in a.conns:
+                for arm, _ in arms:
+                    rs = [r for r in rows if (r["layout"], r["conns"], r["arm"]) ==
+                          (layout, conns, arm)]
+                    ret = []
+                    for r in rs:
+                        base = [x for x in rows if x["arm"] == "no-work" and
+                                (x["layout"], x["conns"], x["round"]) ==
+                                (layout, conns, r["round"])]
+                        if base and base[0]["rps"]:
+                            ret.append(r["rps"] / base[0]["rps"])
+                    summary.append(dict(
+                        layout=layout, conns=conns, arm=arm, rounds=len(rs),
+                        rps=round(statistics.median(r["rps"] for r in rs), 1),
+                        retention=round(statistics.median(ret), 4) if ret else None,
+                        p50_us=statistics.median(r["p50_us"] for r in rs),
+                        p99_us=statistics.median(r["p99_us"] for r in rs),
+                        cpu_us_per_req=round(statistics.median(r["cpu_us_per_req"] for r in rs),
+                                             3),
+                        loop_cpu_us_per_req=round(
+                            statistics.median(r["loop_cpu_us_per_req"] for r in rs), 3),
+                        errors_total=sum(r["errors_total"] for r in rs)))
+        summary.sort(key=lambda s: (s["layout"], s["conns"], [x for x, _ in arms].index(s["arm"])))
+        return dict(rows=rows, summary=summary, loss=self.m2_loss())
+
+    def m2_loss(self):
+        """Bus delivery: one stream of sim_loop's producer frames for N seconds, per rate."""
+        a = self.a
+        out = []
+        lay = self.layouts()[0]
+        for hz in a.loss_hz:
+            for load in ("idle", "loaded"):
+                port = self.next_port()
+                env = {"M0_SIM_HZ": str(hz), "M0_SIM_COST_MS": "0"}
+                argv = [self.binp("sim_loop"), "--port", str(port), "--threads",
+                        str(lay["workers"]), "--max-keepalive-requests", "0"]
+                p, _ = self.start("sim_loop", lay, port, ready_path="/now", env=env, argv=argv)
+                w = None
+                try:
+                    if load == "loaded":
+                        wargv = ["wrk", "-t", str(lay["wrk_threads"]), "-c", "16", "-d",
+                                 f"{a.loss_seconds + 3}s", f"http://127.0.0.1:{port}/now"]
+                        w = spawn(wargv, self.logpath(f"wrk-loss-{port}"),
+                                  cpus=lay["client_cpus"])
+                    s = self.sseload("stream", port, "/events", 1, a.loss_seconds, "sim")
+                finally:
+                    if w is not None:
+                        stop(w)
+                    stop(p)
+                period_ms = 1000 // hz  # sim_loop's step returns 1000 / M0_SIM_HZ ms
+                elapsed = s["hold_s"] + s["connect_ms"] / 1000
+                published = (s["last_id"] - s["first_id"] + 1) if s["frames"] else 0
+                row = dict(
+                    hz=hz, load=load, seconds=round(elapsed, 3), period_ms=period_ms,
+                    nominal=round(hz * elapsed, 1),
+                    nominal_by_period=round(elapsed * 1000 / period_ms, 1),
+                    received=s["frames"], published_in_window=published, gaps=s["gaps"],
+                    dups=s["dups"], closed=s["closed"],
+                    delivery_loss=round(s["gaps"] / published, 6) if published else None,
+                    shortfall_vs_nominal=round(1 - s["frames"] / (hz * elapsed), 4),
+                )
+                out.append(row)
+                log(f"M2 loss {hz} Hz {load}: {row['received']} frames in "
+                    f"{row['seconds']:.1f} s (nominal {row['nominal']}), gaps {row['gaps']}")
+                if s["gaps"] or s["dups"] or s["closed"]:
+                    self.note(f"M2 loss at {hz} Hz {load}: gaps {s['gaps']}, dups {s['dups']}, "
+                              f"stream closed {s['closed']}")
+        return out
+
+    # ------------------------------------------------------------ M3
+
+    def sseload(self, mode, port, path, n, hold, event=None, on_ready=None):
+        argv = [self.helper("sseload"), mode, "127.0.0.1", str(port), path, str(n), str(hold)]
+        if event:
+            argv.append(event)
+        p = spawn(argv, self.logpath(f"sseload-{port}"), stdout=subprocess.PIPE)
+        try:
+            line = p.stdout.readline().decode()
+            if not line.startswith("ready"):
+                raise RuntimeError(f"sseload: {line!r}; log {self.logpath(f'sseload-{port}')}")
+            _, opened, failed, ms = line.split()
+            extra = on_ready(int(opened), int(failed), float(ms)) if on_ready else None
+            out = p.stdout.read().decode()
+            p.wait(hold + 120)
+        finally:
+            stop(p)
+        res = json.loads(out.strip().splitlines()[-1])
+        if extra:
+            res.update(extra)
+        return res
+
+    def m3(self):
+        a = self.a
+        n = a.clients
+        room = self.nofile - 200
+        if n > room:
+            self.note(f"M3: RLIMIT_NOFILE hard limit is {self.nofile}: {room} clients, "
+                      f"not {n}")
+            n = room
+        res = dict(clients=n, nofile=self.nofile)
+
+        # Streams: host_check's producer beat once a second, N idle streams.
+        port = self.next_port()
+        lay = dict(name="wide", server_cpus=None, client_cpus=None, workers=self.nproc)
+        argv = [self.binp("host_check"), "--port", str(port), "--threads", str(self.nproc),
+                "--max-connections", str(n + 1000)]
+        log(f"M3 streams: {n} clients on host_check :{port}")
+        p, _ = self.start("host_check", lay, port, ready_path="/health", argv=argv,
+                          env={"M0_HOSTCHECK_PERIOD_MS": "1000"}, cpus=None)
+        try:
+            before = rss_by_pid(p.pid)
+
+            def sample(opened, failed, ms):
+                time.sleep(1.0)
+                after = rss_by_pid(p.pid)
+                return dict(rss_before_kib=sum(before.values()),
+                            rss_with_streams_kib=sum(after.values()),
+                            rss_growth_kib=rss_growth(before, after))
+
+            s = self.sseload("stream", port, "/events", n, a.stream_hold, "beat", sample)
+            alive = p.poll() is None
+        finally:
+            rc = stop(p)
+        s["per_stream_bytes"] = round(s["rss_growth_kib"] * 1024
+                                      / max(s["open"] + s["closed"], 1), 1)
+        s["expected_frames_per_client"] = round(s["hold_s"] + s["connect_ms"] / 1000, 1)
+        s["common_window_frames"] = max(s["last_id_min"] - s["first_id_max"] + 1, 0)
+        s["every_frame_to_every_client"] = (
+            s["open"] == n and s["clients_with_gaps"] == 0 and s["clients_with_frames"] == n
+            and s["last_id_min"] >= s["first_id_max"])
+        s["server_alive_at_end"] = alive
+        s["server_exit"] = rc
+        res["streams"] = s
+        log(f"M3 streams: open {s['open']}/{n}, frames {s['frames_min']}..{s['frames_max']} "
+            f"per client, gaps {s['gaps']}, {s['per_stream_bytes']} B/stream")
+        if not s["every_frame_to_every_client"]:
+            self.note(f"M3 streams: not every frame reached every client: {s}")
+
+        # Idle keep-alive connections: one request each, then idle.
+        res["keepalive"] = []
+        pinned = dict(name="ka", server_cpus=None, client_cpus=None, workers=1)
+        for arm in ("ramp", "nginx", "h2o"):
+            port = self.next_port()
+            log(f"M3 keep-alive: {n} idle connections on {arm} :{port}")
+            p, _ = self.start(arm, pinned, port, max_conns=n + 1000)
+            try:
+                http_get(port, "/x/now")
+                before = rss_by_pid(p.pid)
+
+                def sample(opened, failed, ms):
+                    time.sleep(1.0)
+                    return dict(after=rss_by_pid(p.pid))
+
+                k = self.sseload("keepalive", port, "/x/now", n, a.keepalive_hold, None, sample)
+            finally:
+                stop(p)
+            after = k.pop("after")
+            k.update(server=arm, rss_before_kib=sum(before.values()),
+                     rss_after_kib=sum(after.values()), rss_growth_kib=rss_growth(before, after),
+                     processes_started_between=len(set(after) - set(before)))
+            k["per_conn_bytes"] = round(k["rss_growth_kib"] * 1024
+                                        / max(k["open"] + k["closed"], 1), 1)
+            res["keepalive"].append(k)
+            log(f"  {arm}: open {k['open']}, {k['per_conn_bytes']} B/conn, "
+                f"closed in hold {k['closed_in_hold']}")
+            if k["failed"] or k["closed_in_hold"]:
+                self.note(f"M3 keep-alive {arm}: failed {k['failed']}, closed during the hold "
+                          f"{k['closed_in_hold']}")
+        return res
+
+    # ------------------------------------------------------------ cold start
+
+    def cold(self):
+        a = self.a
+        out = {}
+        for app in ("ramp", "host_check"):
+            times = []
+            for i in range(a.cold_trials):
+                sock_path = os.path.join(self.tmp, f"notify-{app}-{i}.sock")
+                ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+                ns.bind(sock_path)
+                ns.settimeout(30)
+                argv = [self.binp(app), "--threads", "2", "--port", "0"]
+                env = dict(os.environ, NOTIFY_SOCKET=sock_path, **LIB_ENV)
+                lf = open(self.logpath(f"cold-{app}"), "ab")
+                t0 = time.perf_counter()
+                p = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=lf,
+                                     stderr=lf, start_new_session=True)
+                RUNNING.append(p)
+                lf.close()
+                try:
+                    while True:
+                        msg = ns.recv(4096)
+                        if b"READY=1" in msg.split(b"\n"):
+                            times.append((time.perf_counter() - t0) * 1000)
+                            break
+                except socket.timeout:
+                    self.note(f"cold start: {app} sent no READY=1 in 30 s")
+                finally:
+                    ns.close()
+                    os.unlink(sock_path)
+                    stop(p)
+            out[f"{app}_exec_to_ready_ms"] = summarize(times)
+            log(f"cold: {app} 2 loops exec->READY=1 median "
+                f"{out[f'{app}_exec_to_ready_ms']['median']} ms")
+
+        times, total = [], []
+        for i in range(a.cold_trials):
+            port = self.next_port()
+            argv = ["systemd-socket-activate", "-l", f"127.0.0.1:{port}", "-E", "M0_THREADS=2"]
+            argv += [f"-E{k}={v}" for k, v in LIB_ENV.items()] + [self.binp("ramp")]
+            p = spawn(argv, self.logpath(f"activate-{port}"))
+            try:
+                deadline = time.monotonic() + 10
+                while not port_listening(port):
+                    if time.monotonic() > deadline or p.poll() is not None:
+                        raise RuntimeError("systemd-socket-activate did not listen")
+                    time.sleep(0.005)
+                with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+                    t0 = time.perf_counter()
+                    s.sendall(b"GET /x/now HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    data = s.recv(65536)
+                    t1 = time.perf_counter()
+                    while True:
+                        b = s.recv(65536)
+                        if not b:
+                            break
+                        data += b
+                    t2 = time.perf_counter()
+                if not data.startswith(b"HTTP/1.1 200"):
+                    self.note(f"socket activation: first answer {data[:40]!r}")
+                times.append((t1 - t0) * 1000)
+                total.append((t2 - t0) * 1000)
+                with open(f"/proc/{p.pid}/comm") as f:
+                    comm = f.read().strip()
+            finally:
+                stop(p)
+        out["socket_activated_first_byte_ms"] = summarize(times)
+        out["socket_activated_whole_response_ms"] = summarize(total)
+        out["socket_activated_process"] = comm
+        log(f"cold: socket-activated connect->first byte median "
+            f"{out['socket_activated_first_byte_ms']['median']} ms")
+        return out
+
+
+def summarize(v):
+    if not v:
+        return dict(n=0, median=None, min=None, max=None)
+    return dict(n=len(v), median=round(statistics.median(v), 2), min=round(min(v), 2),
+                max=round(max(v), 2))
+
+
+def run_text(argv):
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=10,
+                           env=dict(os.environ, **LIB_ENV))
+        return (r.stdout + r.stderr).strip().splitlines()[0]
+    except (OSError, IndexError, subprocess.SubprocessError):
+        return None
+
+
+def environment(a, b):
+    cpu = None
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    git = lambda *x: run_text(["git", "-C", ROOT] + list(x))  # noqa: E731
+    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip() != ""
+    m = re.search(r"/rev-([0-9a-f]{12})/", os.path.abspath(a.build) + "/")
+    if a.rev:
+        source = f"git archive of {a.rev}"
+    elif a.m0_build_given:
+        source = f"an existing build in {a.build}" + (" (of a git archive)" if m else "")
+    else:
+        source = "working tree" + (" with uncommitted changes" if dirty else "")
+    return dict(
+        kernel=platform.release(), cpu=cpu, nproc=b.nproc, memory_kib=mem_total(),
+        nginx=run_text(["nginx", "-v"]), h2o=run_text(["h2o", "--version"]),
+        wrk=run_text(["wrk", "--version"]), m0=run_text([b.binp("ramp"), "--version"]),
+        m0_commit=a.rev_commit or (m.group(1) if m else git("rev-parse", "HEAD")),
+        m0_source=source,
+        loadavg_at_start=loadavg(),
+        python=platform.python_version(), rlimit_nofile=b.nofile,
+    )
+
+
+def mem_total():
+    with open("/proc/meminfo") as f:
+        return int(f.readline().split()[1])
+
+
+# ---------------------------------------------------------------- markdown
+
+
+def ms(us):
+    return "n/a" if us is None else f"{us / 1000:.2f}"
+
+
+def render(res, json_rel):
+    a = res["parameters"]
+    e = res["environment"]
+    L = []
+    if a["quick"]:
+        L.append(f"**Quick run** (`--quick`: {a['rounds']} round, {a['duration_s']} s runs, "
+                 "pinned layout only). It checks that the harness works end to end; its "
+                 "numbers are single samples, not measurements to quote.")
+        L.append("")
+    busy = [r["other_cpu_share"] for part in ("m1", "m2") if res.get(part)
+            for r in res[part]["rows"] if "other_cpu_share" in r]
+    if busy and max(busy) > 0.3:
+        L.append(f"**Other work shared the machine**: up to {max(busy) * 100:.0f}% of its CPU "
+                 "went neither to the server nor to wrk during a run (the *other CPU* column). "
+                 "Those rows are noisy; compare within a round, and rerun on an idle machine.")
+        L.append("")
+    L.append(f"- Command: `{res['command']}`")
+    L.append(f"- Date: {res['date']}; artifact: [`{json_rel}`]({json_rel.replace('doc/', '')})")
+    L.append(f"- m0: {e['m0']} at {e['m0_commit'][:12]} ({e['m0_source']})")
+    L.append(f"- Machine: {e['cpu']}, {e['nproc']} CPUs, kernel {e['kernel']}, "
+             f"{e['memory_kib'] // 1024} MiB")
+    L.append(f"- Peers: {e['nginx']}; {e['h2o']}; {e['wrk']}")
+    L.append(f"- Load average (1 min) at the start: {e['loadavg_at_start']}, at the end: "
+             f"{e.get('loadavg_at_end')}")
+    L.append(f"- Runs: {a['rounds']} round(s) × {a['duration_s']} s, warm-up {a['warmup_s']} s, "
+             f"connections {', '.join(map(str, a['conns']))}, layouts "
+             f"{', '.join(a['layouts'])}")
+    L.append("")
+    m1 = res.get("m1")
+    if m1:
+        L.append("#### M1: requests (medians over the rounds)")
+        L.append("")
+        L.append("| layout | endpoint | conns | server | rps | server CPU µs/req | p50 ms | "
+                 "p99 ms | RSS KiB (tree / main) | errors | other CPU |")
+        L.append("|---|---|--:|---|--:|--:|--:|--:|--:|--:|--:|")
+        for m in m1["medians"]:
+            L.append(f"| {m['layout']} | {ENDPOINTS[m['endpoint']]} | {m['conns']} | {m['arm']} "
+                     f"| {m['rps']:.0f} | {m['cpu_us_per_req']:.2f} | {ms(m['p50_us'])} | "
+                     f"{ms(m['p99_us'])} | {m['rss_kib']:.0f} / {m['rss_main_kib']:.0f} | "
+                     f"{m['errors_total']} | {m['other_cpu_share'] * 100:.0f}% |")
+        L.append("")
+        L.append("`/x/search?sel=25` is ramp's alone: the peers have no such view (n/a). "
+                 "*other CPU*: the share of the machine's CPU time, during the run, that "
+                 "neither the server nor wrk used (other work on the machine, and network "
+                 "work done in interrupt context); rows where it is high are noisy.")
+        L.append("")
+        L.append("Ramp ÷ peer, computed within each round, then the median over the rounds. "
+                 "Below 1 in the CPU, p99 and RSS columns: ramp used less; above 1 in the rps "
+                 "column: ramp served more.")
+        L.append("")
+        L.append("| layout | conns | peer | rps | CPU/req | p99 | RSS |")
+        L.append("|---|--:|---|--:|--:|--:|--:|")
+        for r in m1["ratios"]:
+            if r["endpoint"] != "now":
+                continue
+            f = lambda k: "n/a" if r[k] is None else f"{r[k]:.2f}"  # noqa: E731
+            L.append(f"| {r['layout']} | {r['conns']} | {r['peer']} | "
+                     f"{f('ramp_over_peer_rps')} | {f('ramp_over_peer_cpu_us_per_req')} | "
+                     f"{f('ramp_over_peer_p99_us')} | {f('ramp_over_peer_rss_kib')} |")
+        L.append("")
+    m2 = res.get("m2")
+    if m2:
+        L.append("#### M2: sim_loop at 60 Hz × 8 ms, `/now`")
+        L.append("")
+        L.append("| layout | conns | arm | rps | retention vs no-work | p50 ms | p99 ms | "
+                 "CPU µs/req (process / loops) | errors |")
+        L.append("|---|--:|---|--:|--:|--:|--:|--:|--:|")
+        for s in m2["summary"]:
+            ret = "n/a" if s["retention"] is None else f"{s['retention'] * 100:.1f}%"
+            L.append(f"| {s['layout']} | {s['conns']} | {s['arm']} | {s['rps']:.0f} | {ret} | "
+                     f"{ms(s['p50_us'])} | {ms(s['p99_us'])} | {s['cpu_us_per_req']:.2f} / "
+                     f"{s['loop_cpu_us_per_req']:.2f} | {s['errors_total']} |")
+        L.append("")
+        L.append("Bus delivery, one stream of `event: sim` frames (step cost 0, producer):")
+        L.append("")
+        L.append("| rate | load | seconds | nominal | received | published in window | "
+                 "id gaps | delivery loss | short of nominal |")
+        L.append("|--:|---|--:|--:|--:|--:|--:|--:|--:|")
+        for x in m2["loss"]:
+            dl = "n/a" if x["delivery_loss"] is None else f"{x['delivery_loss'] * 100:.2f}%"
+            L.append(f"| {x['hz']} Hz | {x['load']} | {x['seconds']:.1f} | {x['nominal']:.0f} | "
+                     f"{x['received']} | {x['published_in_window']} | {x['gaps']} | {dl} | "
+                     f"{x['shortfall_vs_nominal'] * 100:.1f}% |")
+        L.append("")
+    m3 = res.get("m3")
+    if m3:
+        s = m3["streams"]
+        L.append(f"#### M3: {m3['clients']} connections on one process")
+        L.append("")
+        nloops = res["environment"]["nproc"]
+        L.append(f"- Streams (host_check `/events`, one beat a second, {nloops} loops): "
+                 f"{s['open']} open of {s['n']}, connected in {s['connect_ms']:.0f} ms; "
+                 f"frames per client {s['frames_min']}–{s['frames_max']} in "
+                 f"{s['expected_frames_per_client']} s, {s['common_window_frames']} seen by "
+                 f"every client (ids {s['first_id_max']}–{s['last_id_min']}); id gaps "
+                 f"{s['gaps']}, clients with gaps "
+                 f"{s['clients_with_gaps']}; every frame to every client: "
+                 f"{'yes' if s['every_frame_to_every_client'] else '**no**'}.")
+        L.append(f"- RSS per idle stream: ({s['rss_with_streams_kib']} − {s['rss_before_kib']}) "
+                 f"KiB / {s['open'] + s['closed']} = **{s['per_stream_bytes'] / 1024:.2f} KiB**")
+        L.append("")
+        L.append("| server (1 worker) | idle keep-alive conns | RSS before KiB | RSS after KiB | "
+                 "growth KiB | per connection | closed during hold |")
+        L.append("|---|--:|--:|--:|--:|--:|--:|")
+        for k in m3["keepalive"]:
+            L.append(f"| {k['server']} | {k['open']} | {k['rss_before_kib']} | "
+                     f"{k['rss_after_kib']} | {k.get('rss_growth_kib', '')} | "
+                     f"{k['per_conn_bytes'] / 1024:.2f} KiB | {k['closed_in_hold']} |")
+        L.append("")
+        L.append("Growth counts the processes that were there before the connections opened; "
+                 "one that started in between (h2o's crash-handler helper) is left out.")
+        L.append("")
+    c = res.get("cold")
+    if c:
+        L.append("#### Cold start (2 loops)")
+        L.append("")
+        L.append("| what | trials | median ms | min | max |")
+        L.append("|---|--:|--:|--:|--:|")
+        for key, label in (("ramp_exec_to_ready_ms", "ramp: exec → READY=1"),
+                           ("host_check_exec_to_ready_ms", "host_check: exec → READY=1"),
+                           ("socket_activated_first_byte_ms",
+                            "ramp socket-activated: connect → first response byte"),
+                           ("socket_activated_whole_response_ms",
+                            "ramp socket-activated: connect → whole response")):
+            v = c[key]
+            L.append(f"| {label} | {v['n']} | {v['median']} | {v['min']} | {v['max']} |")
+        L.append("")
+    if res["anomalies"]:
+        L.append("Anomalies the run noted:")
+        L.append("")
+        for x in res["anomalies"]:
+            L.append(f"- {x}")
+        L.append("")
+    return "\n".join(L)
+
+
+BEGIN = "<!-- bench:results:begin (written by contrib/bench/run; edits here are replaced) -->"
+END = "<!-- bench:results:end -->"
+
+
+def write_doc(path, text):
+    with open(path) as f:
+        doc = f.read()
+    i, j = doc.find(BEGIN), doc.find(END)
+    if i < 0 or j < i:
+        doc = doc.rstrip("\n") + "\n\n" + BEGIN + "\n" + END + "\n"
+        i, j = doc.find(BEGIN), doc.find(END)
+    doc = doc[: i + len(BEGIN)] + "\n\n" + text.rstrip("\n") + "\n\n" + doc[j:]
+    with open(path, "w") as f:
+        f.write(doc)
+
+
+# ---------------------------------------------------------------- main
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", help="m0 build directory (apps/ramp …)")
+    ap.add_argument("--helpers", help="directory with floor and sseload")
+    ap.add_argument("--render", metavar="JSON",
+                    help="only rewrite the results section of --doc from an artifact")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke test: 1 round, 3 s runs, pinned layout only")
+    ap.add_argument("--duration", type=int, help="seconds per run (default 10, quick 3)")
+    ap.add_argument("--rounds", type=int, help="interleaved rounds (default 3, quick 1)")
+    ap.add_argument("--warmup", type=int, help="seconds of wrk before each arm's runs "
+                    "(default 2, quick 1)")
+    ap.add_argument("--layouts", help="pinned,wide (default both, quick pinned)")
+    ap.add_argument("--conns", default="16,256", help="wrk connections (default 16,256)")
+    ap.add_argument("--only", default="m1,m2,m3,cold", help="parts to run (default all)")
+    ap.add_argument("--server-cpu", type=int, default=1)
+    ap.add_argument("--client-cpu", type=int, default=0)
+    ap.add_argument("--wide-wrk-threads", type=int, default=2)
+    ap.add_argument("--blocking-threads", type=int, default=0,
+                    help="ramp's pool threads per loop (default 0: search runs on the loop)")
+    ap.add_argument("--clients", type=int, default=10000, help="M3 connections (10000)")
+    ap.add_argument("--stream-hold", type=float, help="M3 seconds the streams are held "
+                    "(default 20, quick 5)")
+    ap.add_argument("--keepalive-hold", type=float, default=3.0)
+    ap.add_argument("--loss-seconds", type=float, help="M2 seconds per loss count "
+                    "(default 10, quick 3)")
+    ap.add_argument("--loss-hz", default="60,250,1000")
+    ap.add_argument("--cold-trials", type=int, help="default 20, quick 5")
+    ap.add_argument("--port-base", type=int, default=24100)
+    ap.add_argument("--out-dir", default=os.path.join(ROOT, "doc", "bench"))
+    ap.add_argument("--doc", default=os.path.join(ROOT, "doc", "performance.md"))
+    ap.add_argument("--no-doc", action="store_true", help="write the JSON only")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    ap.add_argument("--rev", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--m0-build-given", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--rev-commit", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--command", default=None, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.render:
+        with open(a.render) as f:
+            res = json.load(f)
+        write_doc(a.doc, render(res, os.path.relpath(os.path.abspath(a.render), ROOT)))
+        log(f"rewrote the results of {os.path.relpath(a.doc, ROOT)} from {a.render}")
+        return
+    if not a.build or not a.helpers:
+        ap.error("--build and --helpers are required (contrib/bench/run passes them)")
+    q = a.quick
+    a.duration = a.duration or (3 if q else 10)
+    a.rounds = a.rounds or (1 if q else 3)
+    a.warmup = a.warmup if a.warmup is not None else (1 if q else 2)
+    a.layouts = (a.layouts or ("pinned" if q else "pinned,wide")).split(",")
+    a.conns = [int(x) for x in a.conns.split(",")]
+    a.only = a.only.split(",")
+    a.stream_hold = a.stream_hold or (5 if q else 20)
+    a.loss_seconds = a.loss_seconds or (3 if q else 10)
+    a.loss_hz = [int(x) for x in a.loss_hz.split(",")]
+    a.cold_trials = a.cold_trials or (5 if q else 20)
+    for x in a.layouts:
+        if x not in ("pinned", "wide"):
+            ap.error(f"unknown layout {x}")
+    if "pinned" in a.layouts:
+        cpus = os.sched_getaffinity(0)
+        if a.server_cpu not in cpus or a.client_cpu not in cpus or a.server_cpu == a.client_cpu:
+            ap.error(f"pinned needs two distinct CPUs of {sorted(cpus)}")
+
+    libs = os.path.join(a.build, ".libs")
+    if os.path.isdir(libs):
+        LIB_ENV["LD_LIBRARY_PATH"] = libs
+    b = Bench(a)
+
+    def on_signal(sig, frame):
+        raise KeyboardInterrupt(f"signal {sig}")
+
+    signal.signal(signal.SIGINT, on_signal)  # also when started in the background
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    atexit.register(stop_all)
+    started = datetime.datetime.now(datetime.timezone.utc)
+    res = dict(
+        command=a.command or " ".join(sys.argv),
+        date=started.strftime("%Y-%m-%d %H:%M:%S UTC"),
+        mode="quick" if q else "full",
+        environment=environment(a, b),
+        parameters=dict(
+            quick=q, duration_s=a.duration, rounds=a.rounds, warmup_s=a.warmup,
+            layouts=a.layouts, conns=a.conns, server_cpu=a.server_cpu,
+            client_cpu=a.client_cpu, wide_wrk_threads=a.wide_wrk_threads,
+            ramp_flags="--max-keepalive-requests 0 --blocking-threads "
+            f"{a.blocking_threads}", body=BODY, wrk_timeout_s=2,
+            nginx="return 200 with default_type application/json, access_log off, "
+            "keepalive_requests 1000000000",
+            h2o="file.file on a file holding the body (now.json), file.etag OFF; no mruby",
+            floor="contrib/bench/floor.c: one canned response per read()",
+            arm_order="rotates by one each round: ramp, nginx, h2o, floor",
+            cpu="utime+stime+cutime+cstime of the server's process tree from /proc/PID/stat, "
+            "before and after each run",
+            rss="sum of VmRSS over the server's process tree after each run",
+            clients=a.clients, stream_hold_s=a.stream_hold, loss_seconds=a.loss_seconds,
+            loss_hz=a.loss_hz, cold_trials=a.cold_trials,
+        ),
+    )
+    try:
+        if "m1" in a.only:
+            rows = b.m1()
+            med, ratios = b.m1_summary(rows)
+            res["m1"] = dict(rows=rows, medians=med, ratios=ratios)
+        if "m2" in a.only:
+            res["m2"] = b.m2()
+        if "m3" in a.only:
+            res["m3"] = b.m3()
+        if "cold" in a.only:
+            res["cold"] = b.cold()
+    except BaseException:
+        log(f"failed; logs kept in {b.tmp}")
+        stop_all()
+        raise
+    finally:
+        stop_all()
+    res["anomalies"] = b.anomalies
+    res["environment"]["loadavg_at_end"] = loadavg()
+    res["finished"] = datetime.datetime.now(datetime.timezone.utc).strftime(
+        "%Y-%m-%d %H:%M:%S UTC")
+
+    os.makedirs(a.out_dir, exist_ok=True)
+    name = started.strftime("%Y%m%dT%H%M%SZ") + ("-quick" if q else "") + ".json"
+    out = os.path.join(a.out_dir, name)
+    with open(out, "w") as f:
+        json.dump(res, f, indent=1)
+        f.write("\n")
+    rel = os.path.relpath(out, ROOT)
+    text = render(res, rel)
+    print(text)
+    if not a.no_doc:
+        write_doc(a.doc, text)
+        log(f"wrote {rel} and {os.path.relpath(a.doc, ROOT)}")
+    else:
+        log(f"wrote {rel}")
+    if a.keep or b.anomalies:
+        log(f"logs in {b.tmp}")
+    else:
+        shutil.rmtree(b.tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except KeyboardInterrupt as e:
+        stop_all()
+        log(f"interrupted ({e or 'SIGINT'}); every server it started is stopped")
+        sys.exit(130)
