@@ -92,8 +92,9 @@ static int events(m0_req *req, m0_res *res, void *state)
 }
 
 /*
- * /crash (loop) and /crash-pool (a blocking route): a fatal signal in the middle of a request,
- * for the crash report's tests (J2). 404 unless M0_HOSTCHECK_CRASH=1 was set explicitly.
+ * /crash?sig=SEGV|BUS|ABRT (loop) and /crash-pool (a blocking route): a fatal signal in the
+ * middle of a request, for the crash report's tests (J2); SEGV when `sig` is absent. 404 unless
+ * M0_HOSTCHECK_CRASH=1 was set explicitly.
  */
 static int crash(m0_req *req, m0_res *res, void *state)
 {
@@ -101,9 +102,14 @@ static int crash(m0_req *req, m0_res *res, void *state)
         if (!on || strcmp(on, "1") != 0)
                 return m0_res_text(res, 404, "404 Not Found\n");
         (void)state;
-        (void)req;
-        raise(SIGSEGV);
-        return 0;
+        const char *sig = m0_req_query(req, "sig");
+        if (sig && !strcmp(sig, "BUS"))
+                raise(SIGBUS);
+        else if (sig && !strcmp(sig, "ABRT"))
+                abort();
+        else if (!sig || !strcmp(sig, "SEGV"))
+                raise(SIGSEGV);
+        return m0_res_text(res, 400, "sig is SEGV, BUS or ABRT\n");
 }
 
 /* POST /echo: the body back, as received (chunked bodies arrive decoded). */

@@ -42,10 +42,17 @@ static int run_step(struct state *st)
         return id < 0 ? (int)id : 0;
 }
 
+/* The period in whole milliseconds, alternated so that the rate averages M0_SIM_HZ exactly
+ * (60 Hz: 16, 17, 17, 16, ...). */
 static int64_t step(void *state)
 {
-        int r = run_step(state);
-        return r < 0 ? r : 1000 / sim_hz;
+        struct state *st = state;
+        int r = run_step(st);
+        if (r < 0)
+                return r;
+        unsigned long long n = st->steps;
+        return (int64_t)((1000 * (n + 1)) / (unsigned long long)sim_hz -
+                         (1000 * n) / (unsigned long long)sim_hz);
 }
 
 /* The on-loop arm: only loop 0 steps, so the cadence and the frames match the producer arm. */

@@ -68,6 +68,21 @@ def test_J2_L5_crash_on_a_pool_thread_names_loop_and_thread():
         )
 
 
+def test_J2_crash_names_bus_and_abrt():
+    for name, sig in (("BUS", signal.SIGBUS), ("ABRT", signal.SIGABRT)):
+        with Server("host_check", env={"M0_HOSTCHECK_CRASH": 1}) as s:
+            s.wait_ready()
+            c = s.connect()
+            c.request("GET", f"/crash?sig={name}")
+            c.expect_eof(timeout=10)
+            eq(s.wait_exit(10), -sig, f"exit status (killed by SIG{name})")
+            _report(
+                s,
+                f"m0[host_check]: loop 0 crashed: SIG{name} (sent by a process) on its loop "
+                "thread, serving GET /crash",
+            )
+
+
 def test_J2_crash_routes_are_404_without_the_variable():
     env = {"M0_HOSTCHECK_CRASH": "yes"}
     with Server("host_check", env=env, args=["--blocking-threads", "1"]) as s:
