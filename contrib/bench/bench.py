@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""contrib/bench/bench.py: the measuring half of contrib/bench/run (SPEC M1, M2, M3, cold start).
+"""contrib/bench/bench.py: the measuring half of contrib/bench/run (SPEC M1, M2, M3, cold start,
+parallel compute).
 
 contrib/bench/run installs the peers, builds m0 and the helpers, then runs this. It can be run
 alone on an existing build: bench.py --build BUILD_DIR --helpers DIR [options]. Standard library
@@ -29,6 +30,8 @@ BODY = '{"now":1700000000.000}'  # the size of ramp's /x/now body: {"now":<10 di
 PEERS = ("nginx", "h2o", "floor")
 ARMS = ("ramp",) + PEERS
 ENDPOINTS = {"now": "/x/now", "search": "/x/search?sel=25"}
+# host_parallel's topologies (issue 8): (name, loops, pool threads per loop)
+PAR_TOPOLOGIES = (("1 loop", 1, 0), ("2 loops", 2, 0), ("2 loops + pool", 2, 2))
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
 
@@ -163,6 +166,14 @@ def thread_cpu(pid):
     return out
 
 
+def _comm(pid, tid):
+    try:
+        with open(f"/proc/{pid}/task/{tid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
 def vmrss_kib(pid):
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -266,6 +277,30 @@ done = function(summary, latency, requests)
 end
 """
 
+# host_parallel: every answer says how long its handler took ("par=12345us sum=..."); each
+# wrk thread keeps those times and done() prints their median and 99th percentile.
+PAR_LUA = r"""
+local threads = {}
+function setup(thread) table.insert(threads, thread) end
+handler_us = {}
+function response(status, headers, body)
+  local v = body and body:match("=(%d+)us")
+  if v then handler_us[#handler_us + 1] = tonumber(v) end
+end
+""" + WRK_LUA.rstrip()[: -len("end")] + r"""
+  local all = {}
+  for _, t in ipairs(threads) do
+    for _, v in ipairs(t:get("handler_us") or {}) do all[#all + 1] = v end
+  end
+  table.sort(all)
+  local function pct(p)
+    if #all == 0 then return -1 end
+    return all[math.max(1, math.ceil(#all * p / 100))]
+  end
+  io.write(string.format('WRKUS {"n":%d,"p50_us":%d,"p99_us":%d}\n', #all, pct(50), pct(99)))
+end
+"""
+
 
 class Bench:
     def __init__(self, a):
@@ -275,6 +310,9 @@ class Bench:
         self.lua = os.path.join(self.tmp, "done.lua")
         with open(self.lua, "w") as f:
             f.write(WRK_LUA)
+        self.par_lua = os.path.join(self.tmp, "par.lua")
+        with open(self.par_lua, "w") as f:
+            f.write(PAR_LUA)
         with open(os.path.join(self.tmp, "now.json"), "w") as f:
             f.write(BODY)
         os.chmod(os.path.join(self.tmp, "now.json"), 0o644)
@@ -364,9 +402,9 @@ class Bench:
 
     # ------------------------------------------------------------ wrk
 
-    def wrk(self, port, path, conns, threads, duration, cpus):
+    def wrk(self, port, path, conns, threads, duration, cpus, lua=None):
         argv = ["wrk", "-t", str(threads), "-c", str(conns), "-d", f"{duration}s", "--latency",
-                "-s", self.lua, f"http://127.0.0.1:{port}{path}"]
+                "-s", lua or self.lua, f"http://127.0.0.1:{port}{path}"]
         if cpus is not None:
             argv = ["taskset", "-c", str(cpus)] + argv
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -379,20 +417,24 @@ class Bench:
         if not m:
             raise RuntimeError("wrk printed no summary: " + r.stdout[-500:])
         w = json.loads(m.group(1))
+        m = re.search(r"^WRKUS (.*)$", r.stdout, re.M)
+        if m:
+            w["handler"] = json.loads(m.group(1))
         w["client_cpu_s"] = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
         return w
 
-    def measure(self, p, port, path, conns, layout, duration):
+    def measure(self, p, port, path, conns, layout, duration, lua=None):
         """One row: wrk against a running server, with the server tree's CPU and RSS."""
         load = loadavg()
         b0, c0, t0 = machine_busy_s(), cpu_seconds(p.pid), thread_cpu(p.pid)
-        w = self.wrk(port, path, conns, layout["wrk_threads"], duration, layout["client_cpus"])
+        w = self.wrk(port, path, conns, layout["wrk_threads"], duration, layout["client_cpus"],
+                     lua)
         c1, b1, t1 = cpu_seconds(p.pid), machine_busy_s(), thread_cpu(p.pid)
         rss_tree, rss_main, nprocs = rss(p.pid)
         n = max(w["requests"], 1)
         secs = w["duration_us"] / 1e6
         errors = w["connect"] + w["read"] + w["write"] + w["timeout"] + w["status"]
-        return dict(
+        out = dict(
             conns=conns, wrk_threads=layout["wrk_threads"], duration_s=round(secs, 3),
             requests=w["requests"], rps=round(w["requests"] / secs, 1),
             server_cpu_s=round(c1 - c0, 3), cpu_us_per_req=round((c1 - c0) * 1e6 / n, 3),
@@ -413,6 +455,11 @@ class Bench:
             other_cpu_share=round(max(0.0, (b1 - b0) - (c1 - c0) - w["client_cpu_s"])
                                   / (secs * self.nproc), 3),
         )
+        if "handler" in w:  # host_parallel: the time its handler reported, under this load
+            h = w["handler"]
+            out.update(handler_n=h["n"], handler_p50_us=h["p50_us"] if h["n"] else None,
+                       handler_p99_us=h["p99_us"] if h["n"] else None)
+        return out
 
     # ------------------------------------------------------------ M1
 
@@ -699,6 +746,142 @@ class Bench:
                           f"{k['closed_in_hold']}")
         return res
 
+    # ------------------------------------------------------------ parallel compute (issue 8)
+
+    def parallel(self):
+        """host_parallel /ser against /par: alone (sequential requests on one connection) and
+        under 8 closed-loop clients, per topology, with the compute pool at its default and
+        with M0_COMPUTE_THREADS=0 (inline) as the control. Nothing is pinned."""
+        a = self.a
+        arms = [dict(topology=t, loops=l, blocking=bt, compute=c)
+                for t, l, bt in PAR_TOPOLOGIES for c in ("default", "inline")]
+        lay = dict(name="parallel", server_cpus=None, client_cpus=None, workers=None,
+                   wrk_threads=1)
+        rows = []
+        for rnd in range(a.rounds):
+            k = rnd % len(arms)
+            for pos, arm in enumerate(arms[k:] + arms[:k]):
+                port = self.next_port()
+                name = f"{arm['topology']}, compute {arm['compute']}"
+                log(f"parallel round {rnd + 1}/{a.rounds}: {name} on :{port}")
+                argv = [self.binp("host_parallel"), "--port", str(port), "--threads",
+                        str(arm["loops"]), "--blocking-threads", str(arm["blocking"]),
+                        "--max-keepalive-requests", "0"]
+                env = {"M0_COMPUTE_THREADS": "0"} if arm["compute"] == "inline" else {}
+                p, _ = self.start("host_parallel", lay, port, ready_path="/health", env=env,
+                                  argv=argv)
+                try:
+                    ncompute = sum(1 for t in os.listdir(f"/proc/{p.pid}/task")
+                                   if _comm(p.pid, t) == "m0-compute")
+                    routes = ("ser", "par") if rnd % 2 == 0 else ("par", "ser")
+                    for route in routes:  # warm: a few requests on each route
+                        self.sequential(port, f"/{route}", 3)
+                    sums = {}
+                    for route in routes:
+                        alone = self.sequential(port, f"/{route}", a.par_requests)
+                        sums[route] = alone["sum"]
+                        row = self.measure(p, port, f"/{route}", 8, lay, a.duration,
+                                           lua=self.par_lua)
+                        row.update(round=rnd, position=pos, route=route, **arm,
+                                   compute_threads=ncompute,
+                                   alone_n=alone["n"], alone_handler_us=alone["handler_us"],
+                                   alone_wall_us=alone["wall_us"],
+                                   alone_handler_us_all=alone["handler_all"],
+                                   alone_wall_us_all=alone["wall_all"],
+                                   alone_x_thread=alone["x_thread"])
+                        rows.append(row)
+                        log(f"  /{route}: alone {alone['handler_us'] / 1000:6.2f} ms in the "
+                            f"handler, {alone['wall_us'] / 1000:6.2f} ms wall; 8 clients "
+                            f"{row['rps']:7.1f} rps p99 {row['p99_us'] / 1000:7.2f} ms "
+                            f"(handler p50 {row['handler_p50_us'] / 1000:.2f} ms)")
+                        if row["errors_total"]:
+                            self.note(f"parallel round {rnd + 1} {name} /{route}: "
+                                      f"{row['errors']}")
+                    if sums["ser"] != sums["par"]:
+                        self.note(f"parallel {name}: /ser sum {sums['ser']} != /par sum "
+                                  f"{sums['par']}")
+                    if p.poll() is not None:
+                        self.note(f"parallel {name}: exited with {p.returncode} during the runs")
+                finally:
+                    rc = stop(p)
+                    if rc not in (0, -signal.SIGTERM, 143):
+                        self.note(f"parallel {name}: exited {rc} after SIGTERM")
+        return dict(rows=rows, summary=self.parallel_summary(rows))
+
+    def sequential(self, port, path, n):
+        """n GETs one after another on one keep-alive connection: the medians of the time the
+        handler reported and of the wall time from the request's send to its last byte."""
+        handler, wall, xt, total = [], [], set(), None
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+            buf = b""
+            for _ in range(n):
+                t0 = time.perf_counter()
+                s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+                while b"\r\n\r\n" not in buf:
+                    b = s.recv(65536)
+                    if not b:
+                        raise RuntimeError(f"{path}: connection closed")
+                    buf += b
+                head, _, buf = buf.partition(b"\r\n\r\n")
+                m = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+                if not m:
+                    raise RuntimeError(f"{path}: no Content-Length in {head!r}")
+                want = int(m.group(1))
+                while len(buf) < want:
+                    b = s.recv(65536)
+                    if not b:
+                        raise RuntimeError(f"{path}: connection closed")
+                    buf += b
+                body, buf = buf[:want], buf[want:]
+                wall.append((time.perf_counter() - t0) * 1e6)
+                if not head.startswith(b"HTTP/1.1 200"):
+                    raise RuntimeError(f"{path}: {head[:40]!r}")
+                m = re.match(rb"(ser|par)=(\d+)us sum=(\S+)", body)
+                if not m:
+                    raise RuntimeError(f"{path}: answered {body!r}")
+                handler.append(int(m.group(2)))
+                total = m.group(3).decode()
+                t = re.search(rb"(?im)^x-thread:\s*(-?\d+)", head)
+                if t:
+                    xt.add(int(t.group(1)))
+        return dict(n=n, handler_us=statistics.median(handler), wall_us=round(
+            statistics.median(wall), 1), handler_all=handler,
+            wall_all=[round(x, 1) for x in wall], x_thread=sorted(xt), sum=total)
+
+    @staticmethod
+    def parallel_summary(rows):
+        keys = []
+        for r in rows:
+            k = (r["topology"], r["compute"], r["route"])
+            if k not in keys:
+                keys.append(k)
+        order = [t for t, _, _ in PAR_TOPOLOGIES]
+        keys.sort(key=lambda k: (order.index(k[0]), k[1] != "default", k[2] != "ser"))
+        out = []
+        for top, comp, route in keys:
+            rs = [r for r in rows if (r["topology"], r["compute"], r["route"]) ==
+                  (top, comp, route)]
+            m = dict(topology=top, compute=comp, route=route, rounds=len(rs),
+                     loops=rs[0]["loops"], blocking=rs[0]["blocking"],
+                     compute_threads=rs[0]["compute_threads"],
+                     errors_total=sum(r["errors_total"] for r in rs))
+            for f in ("alone_handler_us", "alone_wall_us", "rps", "p50_us", "p99_us",
+                      "handler_p50_us", "cpu_us_per_req", "other_cpu_share"):
+                vals = [r[f] for r in rs if r.get(f) is not None]
+                m[f] = round(statistics.median(vals), 3) if vals else None
+            # /par ÷ /ser of the same server in the same round, then the median over rounds
+            if route == "par":
+                for f in ("alone_wall_us", "rps", "p99_us", "cpu_us_per_req"):
+                    v = []
+                    for r in rs:
+                        s = [x for x in rows if x["route"] == "ser" and x["round"] == r["round"]
+                             and (x["topology"], x["compute"]) == (top, comp)]
+                        if s and s[0][f]:
+                            v.append(r[f] / s[0][f])
+                    m[f"par_over_ser_{f}"] = round(statistics.median(v), 3) if v else None
+            out.append(m)
+        return out
+
     # ------------------------------------------------------------ cold start
 
     def cold(self):
@@ -839,7 +1022,7 @@ def render(res, json_rel):
                  "pinned layout only). It checks that the harness works end to end; its "
                  "numbers are single samples, not measurements to quote.")
         L.append("")
-    busy = [r["other_cpu_share"] for part in ("m1", "m2") if res.get(part)
+    busy = [r["other_cpu_share"] for part in ("m1", "m2", "parallel") if res.get(part)
             for r in res[part]["rows"] if "other_cpu_share" in r]
     if busy and max(busy) > 0.3:
         L.append(f"**Other work shared the machine**: up to {max(busy) * 100:.0f}% of its CPU "
@@ -854,9 +1037,12 @@ def render(res, json_rel):
     L.append(f"- Peers: {e['nginx']}; {e['h2o']}; {e['wrk']}")
     L.append(f"- Load average (1 min) at the start: {e['loadavg_at_start']}, at the end: "
              f"{e.get('loadavg_at_end')}")
-    L.append(f"- Runs: {a['rounds']} round(s) × {a['duration_s']} s, warm-up {a['warmup_s']} s, "
-             f"connections {', '.join(map(str, a['conns']))}, layouts "
-             f"{', '.join(a['layouts'])}")
+    parts = a.get("only") or ["m1", "m2", "m3", "cold"]
+    runs = f"- Parts: {', '.join(parts)}; {a['rounds']} round(s) × {a['duration_s']} s"
+    if "m1" in parts or "m2" in parts:
+        runs += (f", warm-up {a['warmup_s']} s, connections {', '.join(map(str, a['conns']))}, "
+                 f"layouts {', '.join(a['layouts'])}")
+    L.append(runs)
     L.append("")
     m1 = res.get("m1")
     if m1:
@@ -890,6 +1076,7 @@ def render(res, json_rel):
                      f"{f('ramp_over_peer_rps')} | {f('ramp_over_peer_cpu_us_per_req')} | "
                      f"{f('ramp_over_peer_p99_us')} | {f('ramp_over_peer_rss_kib')} |")
         L.append("")
+        L.extend(render_targets(m1["ratios"]))
     m2 = res.get("m2")
     if m2:
         L.append("#### M2: sim_loop at 60 Hz × 8 ms, `/now`")
@@ -957,6 +1144,9 @@ def render(res, json_rel):
             v = c[key]
             L.append(f"| {label} | {v['n']} | {v['median']} | {v['min']} | {v['max']} |")
         L.append("")
+    par = res.get("parallel")
+    if par:
+        L.extend(render_parallel(par, a))
     if res["anomalies"]:
         L.append("Anomalies the run noted:")
         L.append("")
@@ -964,6 +1154,91 @@ def render(res, json_rel):
             L.append(f"- {x}")
         L.append("")
     return "\n".join(L)
+
+
+# SPEC M1's targets: (what, peer, ratio field, test, bound)
+M1_TARGETS = (
+    ("CPU/req ≤ 0.95× nginx's", "nginx", "cpu_us_per_req", "le", 0.95),
+    ("CPU/req ≤ 0.95× h2o's", "h2o", "cpu_us_per_req", "le", 0.95),
+    ("CPU/req ≤ 1.15× the floor's", "floor", "cpu_us_per_req", "le", 1.15),
+    ("rps ≥ nginx's", "nginx", "rps", "ge", 1.0),
+    ("rps ≥ h2o's", "h2o", "rps", "ge", 1.0),
+    ("p99 ≤ nginx's", "nginx", "p99_us", "le", 1.0),
+    ("p99 ≤ h2o's", "h2o", "p99_us", "le", 1.0),
+    ("RSS < nginx's", "nginx", "rss_kib", "lt", 1.0),
+    ("RSS < h2o's", "h2o", "rss_kib", "lt", 1.0),
+)
+
+
+def render_targets(ratios):
+    """Each SPEC M1 target against the median of the within-round ratios, /x/now."""
+    cells = sorted({(r["layout"], r["conns"]) for r in ratios if r["endpoint"] == "now"},
+                   key=lambda x: (x[0] != "pinned", x[1]))
+    if not cells:
+        return []
+    L = ["SPEC M1's targets against this run (`/x/now`; each cell is the median ramp ÷ peer "
+         "ratio of the rounds, and whether it meets the target):", ""]
+    L.append("| target | " + " | ".join(f"{lay} c={c}" for lay, c in cells) + " | met |")
+    L.append("|---|" + "--:|" * len(cells) + "---|")
+    for what, peer, field, test, bound in M1_TARGETS:
+        out, ok = [], []
+        for lay, c in cells:
+            r = next((x for x in ratios if (x["layout"], x["conns"], x["peer"], x["endpoint"])
+                      == (lay, c, peer, "now")), None)
+            v = r and r[f"ramp_over_peer_{field}"]
+            if v is None:
+                out.append("n/a")
+                continue
+            good = {"le": v <= bound, "ge": v >= bound, "lt": v < bound}[test]
+            ok.append(good)
+            out.append(f"{v:.2f} {'yes' if good else '**no**'}")
+        verdict = ("n/a" if not ok else "yes" if all(ok) else "**no**" if not any(ok)
+                   else f"**partly** ({sum(ok)} of {len(ok)})")
+        L.append(f"| {what} | " + " | ".join(out) + f" | {verdict} |")
+    L.append("")
+    return L
+
+
+def render_parallel(par, a):
+    L = ["#### Parallel compute: host_parallel `/ser` against `/par` (issue 8)", ""]
+    L.append(f"One job is 64 items × 100,000 square roots. *Alone*: {a['parallel']['alone_requests']} "
+             "requests one after another on one connection, nothing else running on the "
+             "server; the median of the time the handler reported (`ser=<µs>` / `par=<µs>`) "
+             "and of the wall time from sending the request to its last byte. *8 clients*: "
+             f"`wrk -t1 -c8` for {a['duration_s']} s, closed loop, nothing pinned; the handler "
+             "column is the median of the times the handlers reported under that load. "
+             "Compute *default*: `M0_COMPUTE_THREADS` unset (one thread per CPU); *inline*: "
+             "`M0_COMPUTE_THREADS=0`, the control, where `/par` runs its items on the "
+             "calling thread. Medians over the rounds.")
+    L.append("")
+    L.append("| loops | pool / loop | compute | route | alone: handler ms | alone: wall ms | "
+             "8 clients: rps | p50 ms | p99 ms | handler p50 ms | server CPU ms/req | "
+             "errors |")
+    L.append("|--:|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for m in par["summary"]:
+        comp = (f"default ({m['compute_threads']} threads)" if m["compute"] == "default"
+                else "inline (0)")
+        L.append(f"| {m['loops']} | {m['blocking']} | {comp} | /{m['route']} | "
+                 f"{ms(m['alone_handler_us'])} | {ms(m['alone_wall_us'])} | {m['rps']:.1f} | "
+                 f"{ms(m['p50_us'])} | {ms(m['p99_us'])} | {ms(m['handler_p50_us'])} | "
+                 f"{ms(m['cpu_us_per_req'])} | {m['errors_total']} |")
+    L.append("")
+    L.append("`/par` ÷ `/ser` on the same server in the same round, median over the rounds "
+             "(below 1 in the wall, p99 and CPU columns: `/par` took less; above 1 in rps: "
+             "`/par` served more):")
+    L.append("")
+    L.append("| loops | pool / loop | compute | alone: wall | 8 clients: rps | p99 | "
+             "CPU/req |")
+    L.append("|--:|--:|---|--:|--:|--:|--:|")
+    f = lambda v: "n/a" if v is None else f"{v:.2f}"  # noqa: E731
+    for m in par["summary"]:
+        if m["route"] != "par":
+            continue
+        L.append(f"| {m['loops']} | {m['blocking']} | {m['compute']} | "
+                 f"{f(m['par_over_ser_alone_wall_us'])} | {f(m['par_over_ser_rps'])} | "
+                 f"{f(m['par_over_ser_p99_us'])} | {f(m['par_over_ser_cpu_us_per_req'])} |")
+    L.append("")
+    return L
 
 
 BEGIN = "<!-- bench:results:begin (written by contrib/bench/run; edits here are replaced) -->"
@@ -1000,7 +1275,9 @@ def main():
                     "(default 2, quick 1)")
     ap.add_argument("--layouts", help="pinned,wide (default both, quick pinned)")
     ap.add_argument("--conns", default="16,256", help="wrk connections (default 16,256)")
-    ap.add_argument("--only", default="m1,m2,m3,cold", help="parts to run (default all)")
+    ap.add_argument("--only", default="m1,m2,m3,cold,parallel",
+                    help="parts to run, comma-separated: m1, m2, m3, cold, parallel "
+                    "(default all)")
     ap.add_argument("--server-cpu", type=int, default=1)
     ap.add_argument("--client-cpu", type=int, default=0)
     ap.add_argument("--wide-wrk-threads", type=int, default=2)
@@ -1014,6 +1291,8 @@ def main():
                     "(default 10, quick 3)")
     ap.add_argument("--loss-hz", default="60,250,1000")
     ap.add_argument("--cold-trials", type=int, help="default 20, quick 5")
+    ap.add_argument("--par-requests", type=int, help="host_parallel: sequential requests "
+                    "per route for the one-alone figures (default 20, quick 5)")
     ap.add_argument("--port-base", type=int, default=24100)
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "doc", "bench"))
     ap.add_argument("--doc", default=os.path.join(ROOT, "doc", "performance.md"))
@@ -1043,6 +1322,10 @@ def main():
     a.loss_seconds = a.loss_seconds or (3 if q else 10)
     a.loss_hz = [int(x) for x in a.loss_hz.split(",")]
     a.cold_trials = a.cold_trials or (5 if q else 20)
+    a.par_requests = a.par_requests or (5 if q else 20)
+    for x in a.only:
+        if x not in ("m1", "m2", "m3", "cold", "parallel"):
+            ap.error(f"unknown part {x}")
     for x in a.layouts:
         if x not in ("pinned", "wide"):
             ap.error(f"unknown layout {x}")
@@ -1084,7 +1367,19 @@ def main():
             "before and after each run",
             rss="sum of VmRSS over the server's process tree after each run",
             clients=a.clients, stream_hold_s=a.stream_hold, loss_seconds=a.loss_seconds,
-            loss_hz=a.loss_hz, cold_trials=a.cold_trials,
+            loss_hz=a.loss_hz, cold_trials=a.cold_trials, only=a.only,
+            parallel=dict(
+                app="host_parallel: /ser and /par, one job of 64 items x 100,000 square roots",
+                topologies=[dict(name=t, loops=n, blocking_threads=bt)
+                            for t, n, bt in PAR_TOPOLOGIES],
+                compute="default (M0_COMPUTE_THREADS unset: the CPUs) and inline "
+                "(M0_COMPUTE_THREADS=0)",
+                alone_requests=a.par_requests,
+                alone="sequential GETs on one keep-alive connection: the median of the time "
+                "the handler reported and of the wall time from send to last byte",
+                loaded="wrk -t1 -c8 for the run's duration, unpinned; rps, p50/p99, and the "
+                "median of the times the handlers reported",
+                max_keepalive_requests=0),
         ),
     )
     try:
@@ -1098,6 +1393,8 @@ def main():
             res["m3"] = b.m3()
         if "cold" in a.only:
             res["cold"] = b.cold()
+        if "parallel" in a.only:
+            res["parallel"] = b.parallel()
     except BaseException:
         log(f"failed; logs kept in {b.tmp}")
         stop_all()
