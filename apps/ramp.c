@@ -17,6 +17,7 @@
 /* Each handler builds its own corpus: nothing is shared between threads. */
 struct state {
         float *corpus; /* ROWS × DIM, rows normalised */
+        char worker[12], thread[12]; /* x-worker and x-thread, formatted once */
 };
 
 static uint32_t lcg(uint32_t *s)
@@ -27,10 +28,11 @@ static uint32_t lcg(uint32_t *s)
 
 static int make(const m0_handler_info *info, void **ret_state, char *err, size_t err_len)
 {
-        (void)info;
         struct state *st = calloc(1, sizeof(*st));
         if (!st)
                 return -ENOMEM;
+        snprintf(st->worker, sizeof(st->worker), "%d", info->loop);
+        snprintf(st->thread, sizeof(st->thread), "%d", info->thread);
         st->corpus = malloc(sizeof(float) * ROWS * DIM);
         if (!st->corpus) {
                 free(st);
@@ -63,16 +65,17 @@ static void state_free(void *p)
         free(st);
 }
 
-static int where(m0_req *req, m0_res *res)
+/* Where the answer was made (P3); the handler's state is its thread's, so its strings are too. */
+static int where(m0_res *res, const struct state *st)
 {
-        int r = m0_res_headerf(res, "x-worker", "%d", m0_req_loop(req));
-        return r < 0 ? r : m0_res_headerf(res, "x-thread", "%d", m0_req_thread(req));
+        int r = m0_res_header(res, "x-worker", st->worker);
+        return r < 0 ? r : m0_res_header(res, "x-thread", st->thread);
 }
 
 static int index_page(m0_req *req, m0_res *res, void *state)
 {
-        (void)state;
-        int r = where(req, res);
+        (void)req;
+        int r = where(res, state);
         return r < 0 ? r
                      : m0_res_text(res, 200,
                                    "ramp: /x/now, /x/search?sel=1..100&k=1..64, /x/slow?ms=N\n");
@@ -80,10 +83,10 @@ static int index_page(m0_req *req, m0_res *res, void *state)
 
 static int now(m0_req *req, m0_res *res, void *state)
 {
-        (void)state;
+        (void)req;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        int r = where(req, res);
+        int r = where(res, state);
         return r < 0 ? r
                      : m0_res_json(res, 200, "{\"now\":%lld.%03ld}", (long long)ts.tv_sec,
                                    ts.tv_nsec / 1000000L);
@@ -99,7 +102,7 @@ static int search(m0_req *req, m0_res *res, void *state)
         long sel = 25, k = 10;
         int r1 = m0_req_query_int(req, "sel", 1, 100, &sel);
         int r2 = m0_req_query_int(req, "k", 1, K_MAX, &k);
-        int r = where(req, res);
+        int r = where(res, state);
         if (r < 0)
                 return r;
         if ((r1 < 0 && r1 != -ENOENT) || (r2 < 0 && r2 != -ENOENT))
@@ -133,10 +136,9 @@ static int search(m0_req *req, m0_res *res, void *state)
 
 static int slow(m0_req *req, m0_res *res, void *state)
 {
-        (void)state;
         long ms = 100;
         int r = m0_req_query_int(req, "ms", 0, 60000, &ms);
-        int w = where(req, res);
+        int w = where(res, state);
         if (w < 0)
                 return w;
         if (r < 0 && r != -ENOENT)

@@ -183,14 +183,19 @@ static int on_headers_complete(llhttp_t *p)
         size_t hl = 0;
         /* The head is contiguous in the buffer being parsed: it is never dropped while in PH_HEAD. */
         char *head = (char *)l->cur_base + c->req_off;
-        int st = m0__http_head_parse(head, l->cur_len - c->req_off, cfg, NULL, &hl);
+        bool has_body =
+                (p->flags & F_CHUNKED) || ((p->flags & F_CONTENT_LENGTH) && p->content_length);
+        /* Without a body the request is answered within this very llhttp_execute(): the head is
+         * checked and indexed into the loop's request in one walk. With one, other connections
+         * may be served before it completes, so the head stays intact and is indexed then. */
+        int st = m0__http_head_parse(head, l->cur_len - c->req_off, cfg, has_body ? NULL : &l->req,
+                                     &hl);
         if (st) {
                 c->err_status = st;
                 return -1;
         }
+        c->indexed = !has_body;
         c->head_len = (uint32_t)hl;
-        bool has_body =
-                (p->flags & F_CHUNKED) || ((p->flags & F_CONTENT_LENGTH) && p->content_length);
         if ((p->flags & F_CONTENT_LENGTH) && p->content_length > cfg->max_body_bytes) {
                 c->err_status = 413;
                 return -1;
@@ -266,7 +271,8 @@ static void dispatch(struct m0_conn *c)
         struct m0_req *req = &l->req;
         size_t hl;
         char *head = (char *)l->cur_base + c->req_off;
-        int st = m0__http_head_parse(head, c->head_len, &h->cfg, req, &hl);
+        int st = c->indexed ? 0 : m0__http_head_parse(head, c->head_len, &h->cfg, req, &hl);
+        c->indexed = false;
         bool is_head = c->parser.method == HTTP_HEAD;
         c->nreq++;
         l->requests++;

@@ -7,7 +7,7 @@
 #include "internal.h"
 
 /* RFC 9110 tchar. */
-static const unsigned char tchar[256] = {
+const unsigned char m0__tchar[256] = {
         ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1,
         ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1,  ['~'] = 1, ['0'] = 1,
         ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1,  ['7'] = 1, ['8'] = 1,
@@ -100,7 +100,7 @@ int m0__http_head_parse(char *head, size_t avail, const struct m0_config *cfg, s
         const unsigned char *s = p;
 
         /* request-line = method SP request-target SP HTTP-version CRLF */
-        while (s < end && tchar[*s])
+        while (s < end && m0__tchar[*s])
                 s++;
         if (s == p || s >= end || *s != ' ')
                 return 400;
@@ -138,7 +138,7 @@ int m0__http_head_parse(char *head, size_t avail, const struct m0_config *cfg, s
                 if (*s == ' ' || *s == '\t')
                         return 400; /* obs-fold */
                 const unsigned char *name = s;
-                while (s < end && tchar[*s])
+                while (s < end && m0__tchar[*s])
                         s++;
                 if (s == name || s >= end || *s != ':')
                         return 400; /* empty name, or whitespace before the colon */

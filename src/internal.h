@@ -339,6 +339,7 @@ struct m0_conn {
         bool closing;     /* answer no more; close once the output is out */
         bool lingering;   /* output out, write side shut; dropping the client's bytes */
         bool busy;        /* a pool thread is answering the current request */
+        bool indexed;     /* the current head is already indexed into the loop's request */
         int err_status;   /* the status a callback chose when it stopped the parser */
         uint32_t tail;    /* the last four bytes parsed: a chunked body must end in CRLF CRLF */
 
@@ -523,6 +524,8 @@ void m0__bus_wake_loops(void *ud, int skip_loop);
 void m0__accept_ready(struct m0_loop *l, int lfd);
 
 /* http.c */
+/* 1 for the bytes RFC 9110 allows in a token (a field name, a method). */
+extern const unsigned char m0__tchar[256];
 extern const llhttp_settings_t m0__http_settings;
 
 /*
