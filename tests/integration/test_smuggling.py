@@ -18,6 +18,7 @@ the host did."""
 
 import socket
 import sys
+import time
 
 from m0test import HarnessError, Server
 
@@ -371,15 +372,22 @@ def expected_tokens(r):
     return sts[:-1] + [sts[-1] + " close", "EOF"]
 
 
-def observe(s, r):
+def observe(s, r, bytewise=False):
     """Send the row and the appended request; read what comes back. Returns (tokens, first final
     body): one token per answer ("400 close" when it carries Connection: close, "200 pid" for an
-    answer with the /pid body), then "EOF" or "open"."""
+    answer with the /pid body), then "EOF" or "open". bytewise: the row's bytes go one per
+    write (the appended request in one write after them)."""
     want = len(r["statuses"])
     c = s.connect(timeout=5)
     toks, body = [], None
     try:
-        c.send(r["raw"] + FOLLOW)
+        if bytewise:
+            for i in range(len(r["raw"])):
+                c.send(r["raw"][i : i + 1])
+                time.sleep(0.001)
+            c.send(FOLLOW)
+        else:
+            c.send(r["raw"] + FOLLOW)
     except (BrokenPipeError, ConnectionResetError):
         pass  # refused before all was sent: what was answered still tells
     closed = False
@@ -424,9 +432,9 @@ def observe(s, r):
     return toks, body
 
 
-def check_row(s, r):
+def check_row(s, r, bytewise=False):
     """None when the row held, else what went wrong."""
-    toks, body = observe(s, r)
+    toks, body = observe(s, r, bytewise)
     want = expected_tokens(r)
     problems = []
     if toks != want:
@@ -445,13 +453,13 @@ def show(raw, n=120):
     return t if len(t) <= n else t[:n] + f"... ({len(raw)} bytes)"
 
 
-def run_group(name):
+def run_group(name, bytewise=False):
     rows = GROUPS[name]
     failures = []
     with Server("host_check", args=ARGS) as s:
         s.wait_ready()
         for r in rows:
-            why = check_row(s, r)
+            why = check_row(s, r, bytewise)
             if why:
                 failures.append(f"[{r['name']}] bytes {show(r['raw'])}: {why}")
             if s.exited():
@@ -513,6 +521,24 @@ def test_H2_limits_at_defaults():
 
 def test_H4_expect():
     run_group("expect")
+
+
+def test_H1_chunked_framing_one_byte_per_write():
+    """The same rows, each byte in its own write: the host's own checks (the head, the end of a
+    chunked body) do not depend on where the reads fall."""
+    run_group("chunked", bytewise=True)
+
+
+def test_H3_line_endings_one_byte_per_write():
+    run_group("line_syntax", bytewise=True)
+
+
+def test_H3_transfer_encoding_one_byte_per_write():
+    run_group("transfer_encoding", bytewise=True)
+
+
+def test_H1_connection_fate_one_byte_per_write():
+    run_group("connection", bytewise=True)
 
 
 def test_H1_upgrade_then_a_request_in_a_later_write():
