@@ -84,7 +84,8 @@ static void *compute_main(void *arg)
         return NULL;
 }
 
-static struct m0_compute *compute_global;
+/* Written by the coordinator (start, stop), read by any thread calling m0_parallel_for. */
+static _Atomic(struct m0_compute *) compute_global;
 
 int m0__compute_start(struct m0_host *h)
 {
@@ -104,14 +105,14 @@ int m0__compute_start(struct m0_host *h)
                         return -r;
                 cp->started[i] = true;
         }
-        compute_global = cp;
+        atomic_store(&compute_global, cp);
         return 0;
 }
 
 void m0__compute_stop(struct m0_host *h)
 {
         struct m0_compute *cp = &h->compute;
-        compute_global = NULL; /* later calls run inline */
+        atomic_store(&compute_global, NULL); /* later calls run inline */
         pthread_mutex_lock(&cp->lock);
         cp->stop = true;
         pthread_cond_broadcast(&cp->cond);
@@ -151,7 +152,7 @@ int m0_parallel_for(size_t n, m0_parallel_fn body, void *ctx)
 {
         if (!body)
                 return -EINVAL;
-        struct m0_compute *cp = compute_global;
+        struct m0_compute *cp = atomic_load(&compute_global);
         if (n <= 1 || !cp || in_body)
                 return run_inline(n, body, ctx);
         struct m0_pjob j = {.n = n, .body = body, .ctx = ctx};

@@ -32,6 +32,13 @@ static inline bool target_ok(unsigned char ch)
         return ch > 0x20 && ch < 0x7f;
 }
 
+/* A byte of uri-host [":" port]: unreserved, pct-encoded, sub-delims, ':' and IP-literal's []. */
+static inline bool host_char(unsigned char ch)
+{
+        return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+               strchr("-._~%!$&'()*+,;=:[]", ch) != NULL;
+}
+
 static bool name_is(const char *p, size_t n, const char *lit)
 {
         return strlen(lit) == n && strncasecmp(p, lit, n) == 0;
@@ -164,9 +171,11 @@ int m0__http_head_parse(char *head, size_t avail, const struct m0_config *cfg, s
                 size_t nn = (size_t)(name_end - name);
                 if (name_is((const char *)name, nn, "host")) {
                         nhost++;
-                        /* uri-host [":" port] has no whitespace inside (RFC 9112 3.2) */
-                        if (memchr(v, ' ', vn) || memchr(v, '\t', vn))
-                                return 400;
+                        /* uri-host [":" port] (RFC 9112 3.2, RFC 3986 3.2.2): no whitespace,
+                         * no userinfo, no path — a Host naming anything else is refused */
+                        for (size_t k = 0; k < vn; k++)
+                                if (!host_char((unsigned char)v[k]))
+                                        return 400;
                 } else if (name_is((const char *)name, nn, "content-length")) {
                         uint64_t x;
                         if (parse_cl(v, vn, &x) < 0 || (have_cl && x != cl))
