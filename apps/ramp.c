@@ -16,7 +16,7 @@
 
 /* Each handler builds its own corpus: nothing is shared between threads. */
 struct state {
-        float *corpus; /* ROWS × DIM, rows normalised */
+        float *corpus;               /* ROWS × DIM, rows normalised */
         char worker[12], thread[12]; /* x-worker and x-thread, formatted once */
 };
 
