@@ -615,27 +615,32 @@ class Conn:
         out, self.buf = self.buf[:n], self.buf[n:]
         return out
 
+    def read_head(self, timeout=None):
+        """Read one response head (status line and fields) and return it as a Response with
+        an empty body; the bytes after the head stay in self.buf."""
+        while b"\r\n\r\n" not in self.buf:
+            if not self._fill(timeout):
+                raise HarnessError(f"connection closed before a whole head: {self.buf!r}")
+        i = self.buf.index(b"\r\n\r\n")
+        raw_head, self.buf = self.buf[: i + 4], self.buf[i + 4 :]
+        lines = raw_head[:-4].decode("latin-1").split("\r\n")
+        m = re.match(r"^(HTTP/\d\.\d) (\d{3}) (.*)$", lines[0])
+        if not m:
+            raise HarnessError(f"bad status line {lines[0]!r}")
+        headers = []
+        for ln in lines[1:]:
+            name, sep, value = ln.partition(":")
+            if not sep:
+                raise HarnessError(f"bad header line {ln!r}")
+            headers.append((name, value.strip(" \t")))
+        return Response(m.group(1), int(m.group(2)), m.group(3), headers, b"", raw_head)
+
     def read_response(self, head=False, timeout=None, skip_interim=False):
         """Read one response. `head`: it answers a HEAD (no body whatever Content-Length says).
         Interim (1xx) responses are returned as they come unless skip_interim."""
         while True:
-            while b"\r\n\r\n" not in self.buf:
-                if not self._fill(timeout):
-                    raise HarnessError(f"connection closed before a whole head: {self.buf!r}")
-            i = self.buf.index(b"\r\n\r\n")
-            raw_head, self.buf = self.buf[: i + 4], self.buf[i + 4 :]
-            lines = raw_head[:-4].decode("latin-1").split("\r\n")
-            m = re.match(r"^(HTTP/\d\.\d) (\d{3}) (.*)$", lines[0])
-            if not m:
-                raise HarnessError(f"bad status line {lines[0]!r}")
-            headers = []
-            for ln in lines[1:]:
-                name, sep, value = ln.partition(":")
-                if not sep:
-                    raise HarnessError(f"bad header line {ln!r}")
-                headers.append((name, value.strip(" \t")))
-            status = int(m.group(2))
-            r = Response(m.group(1), status, m.group(3), headers, b"", raw_head)
+            r = self.read_head(timeout)
+            status = r.status
             if 100 <= status < 200:
                 if skip_interim:
                     continue
@@ -814,22 +819,7 @@ def open_stream(conn, path, headers=None, timeout=None):
     """Send GET `path` and read only the response head (a stream has no length). Returns the
     Response; the stream's bytes stay in conn.buf for an SSEReader."""
     conn.request("GET", path, headers)
-    while b"\r\n\r\n" not in conn.buf:
-        if not conn._fill(timeout):
-            raise HarnessError(f"connection closed before a whole head: {conn.buf!r}")
-    i = conn.buf.index(b"\r\n\r\n")
-    raw_head, conn.buf = conn.buf[: i + 4], conn.buf[i + 4 :]
-    lines = raw_head[:-4].decode("latin-1").split("\r\n")
-    m = re.match(r"^(HTTP/\d\.\d) (\d{3}) (.*)$", lines[0])
-    if not m:
-        raise HarnessError(f"bad status line {lines[0]!r}")
-    headers_out = []
-    for ln in lines[1:]:
-        name, sep, value = ln.partition(":")
-        if not sep:
-            raise HarnessError(f"bad header line {ln!r}")
-        headers_out.append((name, value.strip(" \t")))
-    return Response(m.group(1), int(m.group(2)), m.group(3), headers_out, b"", raw_head)
+    return conn.read_head(timeout)
 
 
 class SSEReader:
