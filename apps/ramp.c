@@ -81,15 +81,35 @@ static int index_page(m0_req *req, m0_res *res, void *state)
                                    "ramp: /x/now, /x/search?sel=1..100&k=1..64, /x/slow?ms=N\n");
 }
 
+/*
+ * {"now":<seconds>.<milliseconds>}, the digits written by hand: the route is the benchmarks'
+ * measure of the host, and printf would cost it more than the host's whole parse does.
+ */
 static int now(m0_req *req, m0_res *res, void *state)
 {
         (void)req;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
+        static const char pre[] = "{\"now\":";
+        char body[48], *end = body + sizeof(body), *p = end;
+        *--p = '}';
+        long ms = ts.tv_nsec / 1000000L;
+        for (int i = 0; i < 3; i++, ms /= 10)
+                *--p = (char)('0' + ms % 10);
+        *--p = '.';
+        unsigned long long sec = (unsigned long long)ts.tv_sec;
+        do
+                *--p = (char)('0' + sec % 10);
+        while (sec /= 10);
+        p -= sizeof(pre) - 1;
+        memcpy(p, pre, sizeof(pre) - 1);
+
         int r = where(res, state);
-        return r < 0 ? r
-                     : m0_res_json(res, 200, "{\"now\":%lld.%03ld}", (long long)ts.tv_sec,
-                                   ts.tv_nsec / 1000000L);
+        if (r == 0)
+                r = m0_res_status(res, 200);
+        if (r == 0)
+                r = m0_res_header(res, "Content-Type", "application/json");
+        return r < 0 ? r : m0_res_write(res, p, (size_t)(end - p));
 }
 
 /*

@@ -20,11 +20,12 @@ const unsigned char m0__tchar[256] = {
         ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
 };
 
-/* A field-value byte: HTAB, SP, VCHAR, obs-text. Everything else (CTL, DEL) is refused. */
-static inline bool value_ok(unsigned char ch)
-{
-        return ch == '\t' || (ch >= 0x20 && ch != 0x7f);
-}
+/* RFC 9110 field-value bytes: HTAB, SP, VCHAR, obs-text. CTLs (CR and LF among them) and DEL
+ * are not, so a scan over a value stops at its CRLF or at the first byte to refuse. */
+/* clang-format off */
+const unsigned char m0__vchar[256] = {
+        ['\t'] = 1, [0x20 ... 0x7e] = 1, [0x80 ... 0xff] = 1,
+};
 
 /* A request-target byte: visible ASCII; no CTL, SP, DEL, or non-ASCII. */
 static inline bool target_ok(unsigned char ch)
@@ -33,11 +34,12 @@ static inline bool target_ok(unsigned char ch)
 }
 
 /* A byte of uri-host [":" port]: unreserved, pct-encoded, sub-delims, ':' and IP-literal's []. */
-static inline bool host_char(unsigned char ch)
-{
-        return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-               strchr("-._~%!$&'()*+,;=:[]", ch) != NULL;
-}
+static const unsigned char host_char[256] = {
+        ['a' ... 'z'] = 1, ['A' ... 'Z'] = 1, ['0' ... '9'] = 1, ['-'] = 1, ['.'] = 1, ['_'] = 1,
+        ['~'] = 1, ['%'] = 1, ['!'] = 1, ['$'] = 1, ['&'] = 1, ['\''] = 1, ['('] = 1, [')'] = 1,
+        ['*'] = 1, ['+'] = 1, [','] = 1, [';'] = 1, ['='] = 1, [':'] = 1, ['['] = 1, [']'] = 1,
+};
+/* clang-format on */
 
 static bool name_is(const char *p, size_t n, const char *lit)
 {
@@ -151,13 +153,10 @@ int m0__http_head_parse(char *head, size_t avail, const struct m0_config *cfg, s
                         return 400; /* empty name, or whitespace before the colon */
                 const unsigned char *name_end = s++;
                 const unsigned char *val = s;
-                while (s < end && *s != '\r' && *s != '\n') {
-                        if (!value_ok(*s))
-                                return 400;
+                while (s < end && m0__vchar[*s])
                         s++;
-                }
                 if (s + 1 >= end || *s != '\r' || s[1] != '\n')
-                        return 400; /* bare LF, or a CR not followed by LF */
+                        return 400; /* a CTL or DEL, a bare LF, or a CR not followed by LF */
                 const unsigned char *val_end = s;
                 s += 2;
                 if ((size_t)(s - p) > cfg->max_head_bytes)
@@ -174,7 +173,7 @@ int m0__http_head_parse(char *head, size_t avail, const struct m0_config *cfg, s
                         /* uri-host [":" port] (RFC 9112 3.2, RFC 3986 3.2.2): no whitespace,
                          * no userinfo, no path — a Host naming anything else is refused */
                         for (size_t k = 0; k < vn; k++)
-                                if (!host_char((unsigned char)v[k]))
+                                if (!host_char[(unsigned char)v[k]])
                                         return 400;
                 } else if (name_is((const char *)name, nn, "content-length")) {
                         uint64_t x;

@@ -526,6 +526,8 @@ void m0__accept_ready(struct m0_loop *l, int lfd);
 /* http.c */
 /* 1 for the bytes RFC 9110 allows in a token (a field name, a method). */
 extern const unsigned char m0__tchar[256];
+/* 1 for the bytes RFC 9110 allows in a field value: HTAB, SP, VCHAR, obs-text. */
+extern const unsigned char m0__vchar[256];
 extern const llhttp_settings_t m0__http_settings;
 
 /*

@@ -178,12 +178,9 @@ static int add_header(m0_res *res, const char *name, const char *value, size_t v
         size_t nlen = name ? token_len(name) : 0;
         if (!nlen || !value || reserved_header(name, nlen))
                 return -EINVAL;
-        for (size_t i = 0; i < vlen; i++) {
-                unsigned char ch = (unsigned char)value[i];
-                if (ch == '\r' || ch == '\n' || ch == '\0' || (ch < 0x20 && ch != '\t') ||
-                    ch == 0x7f)
-                        return -EINVAL;
-        }
+        for (size_t i = 0; i < vlen; i++)
+                if (!m0__vchar[(unsigned char)value[i]])
+                        return -EINVAL; /* CR, LF, NUL, another CTL, or DEL */
         if (res->nheaders >= RES_MAX_HEADERS ||
             res->head.len + nlen + vlen + 4 > RES_MAX_HEAD_BYTES)
                 return -ENOBUFS;

@@ -4,6 +4,7 @@ HEAD, chunked request bodies, Expect: 100-continue, Date/Server/Content-Length."
 
 import email.utils
 import json
+import re
 import time
 
 from m0test import IMF_FIXDATE, Server, build_request, check, eq
@@ -33,6 +34,7 @@ def test_H4_ramp_now_headers_and_body():
             sorted(["server", "date", "content-length", "x-worker", "x-thread", "content-type"]),
             "header fields",
         )
+        check(re.fullmatch(rb'\{"now":[1-9][0-9]*\.[0-9]{3}\}', r.body), f"body: {r.body!r}")
         body = json.loads(r.body)
         eq(list(body), ["now"], "JSON keys")
         check(isinstance(body["now"], float), f"now is not a number: {body!r}")
