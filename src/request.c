@@ -177,29 +177,33 @@ int m0_req_thread(const m0_req *req)
         return req->thread;
 }
 
-static bool route_matches(const m0_route *rt, const char *method, const char *path, bool is_head)
+static bool path_matches(const m0_route *rt, const char *path)
 {
-        if (rt->method && strcmp(rt->method, method) != 0 &&
-            !(is_head && strcmp(rt->method, "GET") == 0))
-                return false;
         if (rt->flags & M0_ROUTE_PREFIX)
                 return strncmp(path, rt->path, strlen(rt->path)) == 0;
         return strcmp(path, rt->path) == 0;
 }
 
+static bool method_matches(const m0_route *rt, const char *method, bool is_head)
+{
+        return !rt->method || strcmp(rt->method, method) == 0 ||
+               (is_head && strcmp(rt->method, "GET") == 0);
+}
+
+/* The first route whose path and method match; the path alone decides 404 against 405. */
 m0_handler_fn m0__app_route(const m0_app *app, const m0_req *req, bool is_head, bool *ret_blocking,
                             int *ret_status)
 {
         bool path_known = false;
         *ret_blocking = false;
         for (const m0_route *rt = app->routes; rt && rt->path; rt++) {
-                if (route_matches(rt, req->method, req->path, is_head)) {
+                if (!path_matches(rt, req->path))
+                        continue;
+                if (method_matches(rt, req->method, is_head)) {
                         *ret_blocking = (rt->flags & M0_ROUTE_BLOCKING) != 0;
                         return rt->handler;
                 }
-                if (route_matches(&(m0_route){.path = rt->path, .flags = rt->flags}, req->method,
-                                  req->path, is_head))
-                        path_known = true;
+                path_known = true;
         }
         if (app->dispatch)
                 return app->dispatch;
