@@ -57,6 +57,8 @@ static const struct m0_knob knobs[] = {
          "place new connections on the least loaded loop; off = bare race"},
         {"drain-timeout-ms", "M0_DRAIN_TIMEOUT_MS", "5000", K_U32, OFF(drain_timeout_ms), 0,
          3600000, "bound on the drain after SIGTERM"},
+        {"drain-idle-ms", "M0_DRAIN_IDLE_MS", "100", K_U32, OFF(drain_idle_ms), 0, 60000,
+         "at the stop, idle keep-alive connections still answer a request this long"},
         {"max-head-bytes", "M0_MAX_HEAD_BYTES", "32768", K_U32, OFF(max_head_bytes), 256, 1048576,
          "request line and headers (431 past it)"},
         {"max-uri-bytes", "M0_MAX_URI_BYTES", "8192", K_U32, OFF(max_uri_bytes), 16, 1048576,

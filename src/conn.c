@@ -20,6 +20,7 @@ static uint32_t class_ms(const struct m0_loop *l, enum m0_timer_class cls)
         case M0_TIMER_HEAD: return cfg->header_timeout_ms;
         case M0_TIMER_BODY: return cfg->body_timeout_ms;
         case M0_TIMER_LINGER: return cfg->linger_ms;
+        case M0_TIMER_DRAIN: return cfg->drain_idle_ms;
         default: return cfg->idle_timeout_ms;
         }
 }
@@ -751,13 +752,17 @@ void m0__conn_timer_fire(struct m0_conn *c)
                 refuse(c, 408);
                 (void)flush(c);
                 break;
+        case M0_TIMER_DRAIN:
+                timer_unlink(c);
+                linger_or_close(c);
+                break;
         default: m0__conn_close(c); break;
         }
 }
 
 void m0__conn_stop(struct m0_conn *c)
 {
-        if (c->fd < 0 || c->lingering)
+        if (c->fd < 0 || c->lingering || c->tcls == M0_TIMER_DRAIN)
                 return;
         if (c->phase != PH_IDLE || c->out.len > c->out_off || c->rlen > c->rpos) {
                 /* In flight: it is answered whole, with Connection: close. */
@@ -769,5 +774,12 @@ void m0__conn_stop(struct m0_conn *c)
                 on_readable(c);
                 return;
         }
-        m0__conn_close(c);
+        /* Idle. A client may have written its next request a moment ago: for drain_idle_ms
+         * one that arrives is answered (with Connection: close), then the connection closes
+         * through the linger, so a request crossing our FIN meets an end of file, not a reset. */
+        if (c->loop->host->cfg.drain_idle_ms) {
+                m0__timer_set(c, M0_TIMER_DRAIN);
+                return;
+        }
+        linger_or_close(c);
 }

@@ -84,6 +84,7 @@ struct m0_config {
         uint32_t max_connections;
         uint32_t max_output_bytes;
         uint32_t linger_ms;
+        uint32_t drain_idle_ms;
         uint32_t replay_frames;
         bool doctor;
         unsigned char sources[M0__KNOBS_MAX]; /* enum m0_source per knob, in table order */
@@ -308,6 +309,7 @@ enum m0_timer_class {
         M0_TIMER_HEAD,   /* reading a head: header_timeout_ms */
         M0_TIMER_BODY,   /* reading a body: body_timeout_ms */
         M0_TIMER_WRITE,  /* output blocked: idle_timeout_ms since last progress */
+        M0_TIMER_DRAIN,  /* idle when the stop came: a request on its way is still answered */
         M0_TIMER_LINGER, /* closing: drain the client's bytes for a while */
         M0_TIMER_N,
 };

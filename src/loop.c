@@ -149,7 +149,8 @@ static void begin_stop(struct m0_loop *l)
         l->drain_deadline_ms = m0__now_ms() + l->host->cfg.drain_timeout_ms;
         close_listeners(l);
         m0__sse_farewell(l);
-        /* Idle connections close now; busy ones finish their request with Connection: close. */
+        /* Busy connections finish their request with Connection: close; idle ones close after
+         * drain_idle_ms (m0__conn_stop). */
         for (int cls = M0_TIMER_IDLE; cls < M0_TIMER_N; cls++) {
                 struct m0_conn *c = l->timers[cls].head;
                 while (c) {
@@ -166,8 +167,9 @@ static void cut_all(struct m0_loop *l)
         for (int cls = M0_TIMER_IDLE; cls < M0_TIMER_N; cls++) {
                 struct m0_conn *c;
                 while ((c = l->timers[cls].head)) {
-                        /* a connection lingering after its last answer was answered whole */
-                        if (cls != M0_TIMER_LINGER)
+                        /* a connection lingering after its last answer was answered whole, and
+                         * one idle since the stop was serving nothing */
+                        if (cls != M0_TIMER_LINGER && cls != M0_TIMER_DRAIN)
                                 l->cut++;
                         m0__conn_close(c);
                 }

@@ -25,6 +25,7 @@ static const struct {
         {"access-log", "M0_ACCESS_LOG", "off"},
         {"accept-share", "M0_ACCEPT_SHARE", "on"},
         {"drain-timeout-ms", "M0_DRAIN_TIMEOUT_MS", "5000"},
+        {"drain-idle-ms", "M0_DRAIN_IDLE_MS", "100"},
         {"max-head-bytes", "M0_MAX_HEAD_BYTES", "32768"},
         {"max-uri-bytes", "M0_MAX_URI_BYTES", "8192"},
         {"max-header-fields", "M0_MAX_HEADER_FIELDS", "100"},
@@ -78,6 +79,7 @@ START_TEST(defaults)
         ck_assert(!cfg.access_log);
         ck_assert(cfg.accept_share);
         ck_assert_uint_eq(cfg.drain_timeout_ms, 5000);
+        ck_assert_uint_eq(cfg.drain_idle_ms, 100);
         ck_assert_uint_eq(cfg.max_head_bytes, 32768);
         ck_assert_uint_eq(cfg.max_uri_bytes, 8192);
         ck_assert_uint_eq(cfg.max_header_fields, 100);
