@@ -576,6 +576,13 @@ class Bench:
                             row = self.measure(p, port, "/now", conns, layout, a.duration)
                             row.update(layout=layout["name"], round=rnd, position=pos, arm=arm,
                                        env=env)
+                            # The CPUs the server's threads and wrk compete for: CPU 1 alone
+                            # pinned (wrk has CPU 0), the whole machine wide.
+                            cpus = 1 if layout["server_cpus"] else self.nproc
+                            step_s = (row["thread_cpu_us_per_req"].get("m0-producer", 0.0)
+                                      * row["requests"] / 1e6)
+                            row["producer_cpu_share"] = round(
+                                step_s / (row["duration_s"] * cpus), 4)
                             rows.append(row)
                             log(f"  c={conns:<4} {row['rps']:>10.0f} rps  p99 "
                                 f"{row['p99_us'] / 1000:7.2f} ms  cpu "
@@ -605,6 +612,8 @@ class Bench:
                                              3),
                         loop_cpu_us_per_req=round(
                             statistics.median(r["loop_cpu_us_per_req"] for r in rs), 3),
+                        producer_cpu_share=round(
+                            statistics.median(r.get("producer_cpu_share", 0.0) for r in rs), 4),
                         errors_total=sum(r["errors_total"] for r in rs)))
         summary.sort(key=lambda s: (s["layout"], s["conns"], [x for x, _ in arms].index(s["arm"])))
         return dict(rows=rows, summary=summary, loss=self.m2_loss())
@@ -1095,13 +1104,22 @@ def render(res, json_rel):
         L.append("#### M2: sim_loop at 60 Hz × 8 ms, `/now`")
         L.append("")
         L.append("| layout | conns | arm | rps | retention vs no-work | p50 ms | p99 ms | "
-                 "CPU µs/req (process / loops) | errors |")
-        L.append("|---|--:|---|--:|--:|--:|--:|--:|--:|")
+                 "CPU µs/req (process / loops) | producer's CPU share | errors |")
+        L.append("|---|--:|---|--:|--:|--:|--:|--:|--:|--:|")
         for s in m2["summary"]:
             ret = "n/a" if s["retention"] is None else f"{s['retention'] * 100:.1f}%"
+            share = s.get("producer_cpu_share")
+            share = "–" if not share else f"{share * 100:.1f}%"
             L.append(f"| {s['layout']} | {s['conns']} | {s['arm']} | {s['rps']:.0f} | {ret} | "
                      f"{ms(s['p50_us'])} | {ms(s['p99_us'])} | {s['cpu_us_per_req']:.2f} / "
-                     f"{s['loop_cpu_us_per_req']:.2f} | {s['errors_total']} |")
+                     f"{s['loop_cpu_us_per_req']:.2f} | {share} | {s['errors_total']} |")
+        L.append("")
+        L.append("*producer's CPU share*: the producer thread's CPU time ÷ (the run's time × the "
+                 "CPUs the server and wrk compete for: 1 pinned, where wrk has the other, all of "
+                 "them wide). When every one of those CPUs is busy, what the producer takes is "
+                 "what the loops and wrk lose, so a retention near 1 − this share is the loop "
+                 "keeping its throughput for the CPU it has; the loops' CPU per request, beside "
+                 "it, says whether the loop itself got slower.")
         L.append("")
         L.append("Bus delivery, one stream of `event: sim` frames (step cost 0, producer):")
         L.append("")
