@@ -496,6 +496,34 @@ class Server:
                     raise HarnessError(f"no log line matching {pattern!r}; log:\n{self.log_text()}")
                 self._log_cond.wait(left)
 
+    # ---- the passed listeners ----
+
+    def tcp_listener(self):
+        """The first passed TCP listener, or None: the test holds it, as systemd would."""
+        tcp = [sock for kind, _, sock in self.listeners if kind == "tcp"]
+        return tcp[0] if tcp else None
+
+    def expect_in_backlog(self, conn, window, what="the connection"):
+        """`conn`, which sent GET /health, was never taken by the app: no byte and no EOF
+        reached it within `window` seconds, and it still waits in the passed TCP listener's
+        backlog with its request unread."""
+        check(conn.nothing_within(window), f"{what} got bytes or EOF: {conn.buf!r}")
+        lst = self.tcp_listener()
+        lst.settimeout(2)
+        peer, _ = lst.accept()
+        try:
+            peer.settimeout(2)
+            want = build_request("GET", "/health")
+            got = b""
+            while len(got) < len(want):
+                data = peer.recv(65536)
+                if not data:
+                    break
+                got += data
+            eq(got, want, "the request still unread in the backlog")
+        finally:
+            peer.close()
+
     # ---- clients ----
 
     def connect(self, kind="tcp", timeout=10, addr=None):

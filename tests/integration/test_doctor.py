@@ -11,7 +11,7 @@ import socket
 import tempfile
 import time
 
-from m0test import Server, build_dir, build_request, check, eq, free_port
+from m0test import Server, build_dir, check, eq, free_port
 
 # SPEC R2: the host's checks, in this order; then the app's own when it defines one.
 HOST_CHECKS = [
@@ -99,39 +99,13 @@ def row(name, code, args=(), env=None, sockets=("tcp",), app="host_check", first
     }
 
 
-def _listener(s):
-    tcp = [sock for kind, _, sock in s.listeners if kind == "tcp"]
-    return tcp[0] if tcp else None
-
-
-def _still_in_backlog(s, c):
-    """The connection made while the doctor ran was never accepted by it: no byte and no EOF,
-    and it still waits in the passed listener's backlog with its request."""
-    check(c.nothing_within(0.1), f"the doctor's connection got bytes or EOF: {c.buf!r}")
-    lst = _listener(s)
-    lst.settimeout(2)
-    peer, _ = lst.accept()
-    try:
-        peer.settimeout(2)
-        want = build_request("GET", "/health")
-        got = b""
-        while len(got) < len(want):
-            data = peer.recv(65536)
-            if not data:
-                break
-            got += data
-        eq(got, want, "the request left in the backlog")
-    finally:
-        peer.close()
-
-
 def run_doctor(r):
     """Run `--doctor ARGS` with the row's sockets and environment. Returns (rc, JSON object,
     human lines, the Server). The doctor takes no connection and sends no notification."""
     preexec = _nofile(r["nofile"]) if r["nofile"] else None
     with Server(r["app"], args=["--doctor", *r["args"]], env=r["env"], sockets=r["sockets"],
                 preexec_fn=preexec, capture_stdout=True) as s:
-        c = s.connect() if _listener(s) is not None else None
+        c = s.connect() if s.tcp_listener() is not None else None
         if c is not None:
             c.request("GET", "/health")
         t0 = time.monotonic()
@@ -154,7 +128,7 @@ def run_doctor(r):
               f"{what}: a loop started:\n{s.log_text()}")
         check(took < 2.0, f"{what}: took {took:.2f}s")
         if c is not None:
-            _still_in_backlog(s, c)
+            s.expect_in_backlog(c, 0.1, "the doctor's connection")
         return rc, obj, lines[:-1], s
 
 
@@ -166,7 +140,7 @@ def run_serving(r):
                 preexec_fn=preexec) as s:
         got = s.wait_ready_or_exit(15)
         if got == "ready":
-            if _listener(s) is not None:
+            if s.tcp_listener() is not None:
                 resp = s.connect().get("/" if r["app"] == "notes" else "/health")
                 check(resp.status in (200, 401, 404), f"{r['name']}: serving answered {resp!r}")
             code = s.stop()
