@@ -774,6 +774,35 @@ IMF_FIXDATE = re.compile(
 )
 
 
+# (flag, variable, default) of every host knob, in --help order (SPEC C2, H2, X1, X2, R2, P4).
+KNOBS = [
+    ("host", "M0_HOST", "127.0.0.1"),
+    ("port", "M0_PORT", "8080"),
+    ("threads", "M0_THREADS", "1"),
+    ("blocking-threads", "M0_BLOCKING_THREADS", "0"),
+    ("compute-threads", "M0_COMPUTE_THREADS", "auto"),
+    ("workers", "M0_WORKERS", "1"),
+    ("max-keepalive-requests", "M0_MAX_KEEPALIVE_REQUESTS", "1000"),
+    ("sse-heartbeat-ms", "M0_SSE_HEARTBEAT_MS", "15000"),
+    ("app-tick-ms", "M0_APP_TICK_MS", "0"),
+    ("access-log", "M0_ACCESS_LOG", "off"),
+    ("accept-share", "M0_ACCEPT_SHARE", "on"),
+    ("drain-timeout-ms", "M0_DRAIN_TIMEOUT_MS", "5000"),
+    ("drain-idle-ms", "M0_DRAIN_IDLE_MS", "100"),
+    ("max-head-bytes", "M0_MAX_HEAD_BYTES", "32768"),
+    ("max-uri-bytes", "M0_MAX_URI_BYTES", "8192"),
+    ("max-header-fields", "M0_MAX_HEADER_FIELDS", "100"),
+    ("max-body-bytes", "M0_MAX_BODY_BYTES", "4194304"),
+    ("header-timeout-ms", "M0_HEADER_TIMEOUT_MS", "10000"),
+    ("body-timeout-ms", "M0_BODY_TIMEOUT_MS", "30000"),
+    ("idle-timeout-ms", "M0_IDLE_TIMEOUT_MS", "60000"),
+    ("max-connections", "M0_MAX_CONNECTIONS", "10000"),
+    ("max-output-bytes", "M0_MAX_OUTPUT_BYTES", "1048576"),
+    ("replay-frames", "M0_REPLAY_FRAMES", "1024"),
+    ("linger-ms", "M0_LINGER_MS", "2000"),
+]
+
+
 def compute_threads_default():
     """M0_COMPUTE_THREADS's default as the host computes it: the CPUs this process may use,
     capped by a cgroup v2 cpu.max quota (SPEC C2, P4)."""

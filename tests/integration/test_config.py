@@ -5,29 +5,7 @@ and one line naming the problem; bad variables and refused configurations exit 7
 
 import re
 
-from m0test import Server, check, eq, run_app
-
-# (flag, variable, default) of every knob, as SPEC C2 and H2 list them.
-KNOBS = [
-    ("host", "M0_HOST", "127.0.0.1"),
-    ("port", "M0_PORT", "8080"),
-    ("threads", "M0_THREADS", "1"),
-    ("blocking-threads", "M0_BLOCKING_THREADS", "0"),
-    ("max-keepalive-requests", "M0_MAX_KEEPALIVE_REQUESTS", "1000"),
-    ("sse-heartbeat-ms", "M0_SSE_HEARTBEAT_MS", "15000"),
-    ("app-tick-ms", "M0_APP_TICK_MS", "0"),
-    ("access-log", "M0_ACCESS_LOG", "off"),
-    ("accept-share", "M0_ACCEPT_SHARE", "on"),
-    ("drain-timeout-ms", "M0_DRAIN_TIMEOUT_MS", "5000"),
-    ("max-head-bytes", "M0_MAX_HEAD_BYTES", "32768"),
-    ("max-uri-bytes", "M0_MAX_URI_BYTES", "8192"),
-    ("max-header-fields", "M0_MAX_HEADER_FIELDS", "100"),
-    ("max-body-bytes", "M0_MAX_BODY_BYTES", "4194304"),
-    ("header-timeout-ms", "M0_HEADER_TIMEOUT_MS", "10000"),
-    ("body-timeout-ms", "M0_BODY_TIMEOUT_MS", "30000"),
-    ("idle-timeout-ms", "M0_IDLE_TIMEOUT_MS", "60000"),
-    ("max-connections", "M0_MAX_CONNECTIONS", "10000"),
-]
+from m0test import KNOBS, Server, check, eq, run_app
 
 
 def _usage_error(args, last_line, env=None):

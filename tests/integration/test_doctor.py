@@ -11,7 +11,7 @@ import socket
 import tempfile
 import time
 
-from m0test import Server, build_dir, check, eq, free_port
+from m0test import KNOBS, Server, build_dir, check, compute_threads_default, eq, free_port
 
 # SPEC R2: the host's checks, in this order; then the app's own when it defines one.
 HOST_CHECKS = [
@@ -23,50 +23,12 @@ HOST_CHECKS = [
     "limits",
 ]
 
-# (knob, variable, default) every doctor reports (SPEC C2, H2, X2, R2).
-KNOBS = [
-    ("host", "M0_HOST", "127.0.0.1"),
-    ("port", "M0_PORT", "8080"),
-    ("threads", "M0_THREADS", "1"),
-    ("blocking-threads", "M0_BLOCKING_THREADS", "0"),
-    ("workers", "M0_WORKERS", "1"),
-    ("max-keepalive-requests", "M0_MAX_KEEPALIVE_REQUESTS", "1000"),
-    ("sse-heartbeat-ms", "M0_SSE_HEARTBEAT_MS", "15000"),
-    ("app-tick-ms", "M0_APP_TICK_MS", "0"),
-    ("access-log", "M0_ACCESS_LOG", "off"),
-    ("accept-share", "M0_ACCEPT_SHARE", "on"),
-    ("drain-timeout-ms", "M0_DRAIN_TIMEOUT_MS", "5000"),
-    ("max-head-bytes", "M0_MAX_HEAD_BYTES", "32768"),
-    ("max-uri-bytes", "M0_MAX_URI_BYTES", "8192"),
-    ("max-header-fields", "M0_MAX_HEADER_FIELDS", "100"),
-    ("max-body-bytes", "M0_MAX_BODY_BYTES", "4194304"),
-    ("header-timeout-ms", "M0_HEADER_TIMEOUT_MS", "10000"),
-    ("body-timeout-ms", "M0_BODY_TIMEOUT_MS", "30000"),
-    ("idle-timeout-ms", "M0_IDLE_TIMEOUT_MS", "60000"),
-    ("max-connections", "M0_MAX_CONNECTIONS", "10000"),
-]
 
 SOURCES = {"flag", "env", "default", "socket"}
 
 # Apps, and whether each has a producer (a handler of its own) and an app-defined check.
 APPS = {"host_check": {"producer": True, "check": True, "max_threads": 0},
         "notes": {"producer": False, "check": True, "max_threads": 1}}
-
-
-def _cpus():
-    """What `auto` means (SPEC C2): the CPUs this process may run on, capped by a cgroup v2
-    cpu.max quota."""
-    n = len(os.sched_getaffinity(0))
-    try:
-        with open("/sys/fs/cgroup/cpu.max") as f:
-            quota, period = f.read().split()
-        if quota != "max":
-            cap = -(-int(quota) // int(period))
-            if 1 <= cap < n:
-                n = cap
-    except (OSError, ValueError):
-        pass
-    return n
 
 
 def _nofile(n):
@@ -246,7 +208,7 @@ def run_table(rows):
 
 
 def test_D1_table_threads():
-    n = str(_cpus())
+    n = str(compute_threads_default())
     run_table([
         row("defaults", 0, cfg={
             "threads": ("1", "default"), "blocking-threads": ("0", "default"),
