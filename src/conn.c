@@ -448,6 +448,29 @@ static int stash(struct m0_conn *c, char *base, size_t from, size_t len, size_t 
         return 0;
 }
 
+/* Send what the socket takes now. Returns the bytes sent (0 when it is full), or -1 after
+ * closing the connection on an error. */
+static ssize_t send_now(struct m0_conn *c, const void *data, size_t len)
+{
+        ssize_t w;
+        do
+                w = send(c->fd, data, len, MSG_NOSIGNAL);
+        while (w < 0 && errno == EINTR);
+        if (w >= 0)
+                return w;
+        if (errno == EAGAIN)
+                return 0;
+        m0__conn_close(c);
+        return -1;
+}
+
+/* Keep the bytes the socket refused as the connection's whole output. */
+static int keep_unsent(struct m0_conn *c, const void *data, size_t len)
+{
+        c->out.len = c->out_off = 0;
+        return m0__buf_append(&c->out, data, len);
+}
+
 static void linger_or_close(struct m0_conn *c)
 {
         const struct m0_config *cfg = &c->loop->host->cfg;
@@ -473,21 +496,13 @@ static bool flush(struct m0_conn *c)
         struct m0_loop *l = c->loop;
         if (l->wbuf.len) {
                 if (c->out.len == c->out_off) {
-                        ssize_t w;
-                        do
-                                w = send(c->fd, l->wbuf.data, l->wbuf.len, MSG_NOSIGNAL);
-                        while (w < 0 && errno == EINTR);
-                        if (w < 0 && errno != EAGAIN) {
+                        ssize_t w = send_now(c, l->wbuf.data, l->wbuf.len);
+                        if (w < 0) {
                                 l->wbuf.len = 0;
-                                m0__conn_close(c);
                                 return false;
                         }
-                        size_t done = w < 0 ? 0 : (size_t)w;
-                        if (done < l->wbuf.len) {
-                                c->out.len = c->out_off = 0;
-                                (void)m0__buf_append(&c->out, l->wbuf.data + done,
-                                                     l->wbuf.len - done);
-                        }
+                        if ((size_t)w < l->wbuf.len)
+                                (void)keep_unsent(c, l->wbuf.data + w, l->wbuf.len - (size_t)w);
                 } else {
                         (void)m0__buf_append(&c->out, l->wbuf.data, l->wbuf.len);
                 }
@@ -621,15 +636,9 @@ static void on_readable(struct m0_conn *c)
 
 static void on_writable(struct m0_conn *c)
 {
-        ssize_t w;
-        do
-                w = send(c->fd, c->out.data + c->out_off, c->out.len - c->out_off, MSG_NOSIGNAL);
-        while (w < 0 && errno == EINTR);
-        if (w < 0) {
-                if (errno != EAGAIN)
-                        m0__conn_close(c);
-                return;
-        }
+        ssize_t w = send_now(c, c->out.data + c->out_off, c->out.len - c->out_off);
+        if (w < 0 || (w == 0 && c->out_off < c->out.len))
+                return; /* closed, or still full: no progress */
         c->out_off += (size_t)w;
         if (c->out_off < c->out.len) {
                 m0__timer_set(c, M0_TIMER_WRITE); /* progress: the bound counts from here */
@@ -716,19 +725,12 @@ int m0__conn_send(struct m0_conn *c, const void *data, size_t len)
                 }
                 return m0__buf_append(&c->out, data, len);
         }
-        ssize_t w;
-        do
-                w = send(c->fd, data, len, MSG_NOSIGNAL);
-        while (w < 0 && errno == EINTR);
-        if (w < 0 && errno != EAGAIN) {
-                m0__conn_close(c);
+        ssize_t w = send_now(c, data, len);
+        if (w < 0)
                 return -EPIPE;
-        }
-        size_t done = w < 0 ? 0 : (size_t)w;
-        if (done == len)
+        if ((size_t)w == len)
                 return 0;
-        c->out.len = c->out_off = 0;
-        int r = m0__buf_append(&c->out, (const char *)data + done, len - done);
+        int r = keep_unsent(c, (const char *)data + w, len - (size_t)w);
         (void)set_events(c, EPOLLOUT);
         m0__timer_set(c, M0_TIMER_WRITE);
         return r;
