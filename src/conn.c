@@ -761,10 +761,7 @@ void m0__conn_timer_fire(struct m0_conn *c)
                 refuse(c, 408);
                 (void)flush(c);
                 break;
-        case M0_TIMER_DRAIN:
-                timer_unlink(c);
-                linger_or_close(c);
-                break;
+        case M0_TIMER_DRAIN: linger_or_close(c); break; /* which leaves this timer */
         default: m0__conn_close(c); break;
         }
 }

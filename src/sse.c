@@ -81,16 +81,15 @@ void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res)
                 m0__conn_end(c);
                 return;
         }
-        c->stream = true;
-        link_stream(l, c);
         if (l->stopping) {
                 /* Opened by a request the drain answered: the farewell comes at once. */
                 static const char bye[] = ": bye\n\n";
-                m0__sse_unlink(c);
                 (void)m0__buf_append(w, bye, sizeof(bye) - 1);
                 c->closing = true;
                 return;
         }
+        c->stream = true;
+        link_stream(l, c);
 
         /* Replay (B3): every kept frame after Last-Event-ID; the live ones follow with no gap and
          * no duplicate because delivery skips what this stream's cursor has passed. */
