@@ -1284,14 +1284,17 @@ BEGIN = "<!-- bench:results:begin (written by contrib/bench/run; edits here are 
 END = "<!-- bench:results:end -->"
 
 
-def write_doc(path, text):
+def write_doc(path, text, begin=BEGIN, end=END):
+    """Replace what stands between the markers `begin` and `end` in `path` with `text`; the
+    markers go at the end of the file first when it has none (contrib/bench/restart-under-load
+    writes its own block through this too)."""
     with open(path) as f:
         doc = f.read()
-    i, j = doc.find(BEGIN), doc.find(END)
+    i, j = doc.find(begin), doc.find(end)
     if i < 0 or j < i:
-        doc = doc.rstrip("\n") + "\n\n" + BEGIN + "\n" + END + "\n"
-        i, j = doc.find(BEGIN), doc.find(END)
-    doc = doc[: i + len(BEGIN)] + "\n\n" + text.rstrip("\n") + "\n\n" + doc[j:]
+        doc = doc.rstrip("\n") + "\n\n" + begin + "\n" + end + "\n"
+        i, j = doc.find(begin), doc.find(end)
+    doc = doc[: i + len(begin)] + "\n\n" + text.rstrip("\n") + "\n\n" + doc[j:]
     with open(path, "w") as f:
         f.write(doc)
 
