@@ -904,6 +904,75 @@ class Bench:
             out.append(m)
         return out
 
+    # ------------------------------------------------------------ placement
+
+    def placement(self):
+        """The wide layout at 16 connections, /x/now, with each run's placement beside its rps
+        and p99: which server thread serves which wrk thread's connections, and how often a
+        request and its answer stayed on one CPU. Read from perf tracepoints on the socket
+        calls of the server and of wrk, one second in the middle of the run."""
+        a = self.a
+        layout = dict(name="wide", server_cpus=None, client_cpus=None, workers=self.nproc,
+                      wrk_threads=a.wide_wrk_threads)
+        rows = []
+        for rnd in range(a.rounds):
+            k = rnd % len(ARMS)
+            for pos, arm in enumerate(ARMS[k:] + ARMS[:k]):
+                port = self.next_port()
+                log(f"placement round {rnd + 1}/{a.rounds}: {arm} on :{port}")
+                p, _ = self.start(arm, layout, port)
+                try:
+                    if a.warmup > 0:
+                        self.wrk(port, "/x/now", 16, layout["wrk_threads"], a.warmup, None)
+                    row = self.placement_run(p, port, layout, a.duration)
+                finally:
+                    stop(p)
+                row.update(round=rnd, position=pos, arm=arm)
+                rows.append(row)
+                log(f"  {row['rps']:>10.0f} rps  p99 {row['p99_us'] / 1000:6.2f} ms  "
+                    f"connections {row['matrix']}  same CPU {row['same_cpu']}")
+        return dict(rows=rows, summary=placement_summary(rows))
+
+    def placement_run(self, p, port, layout, duration):
+        argv = ["wrk", "-t", str(layout["wrk_threads"]), "-c", "16", "-d", f"{duration}s",
+                "--latency", "-s", self.lua, f"http://127.0.0.1:{port}/x/now"]
+        w = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        RUNNING.append(w)
+        try:
+            time.sleep(min(duration / 3, 3))
+            server = set(tree(p.pid)[0])
+            owners = socket_owners(port, server, w.pid)
+            data = os.path.join(self.tmp, "placement.data")
+            pids = ",".join(str(x) for x in sorted(server | {w.pid}))
+            try:
+                rec = subprocess.run(["perf", "record", "-q", "-e", PLACEMENT_EVENTS, "-p",
+                                      pids, "-o", data, "--", "sleep", "1"],
+                                     capture_output=True, text=True, timeout=60)
+            except OSError as e:  # no perf: the run still counts, without its placement
+                rec = subprocess.CompletedProcess([], 127, "", str(e))
+            out, err = w.communicate(timeout=duration + 60)
+        finally:
+            if w.poll() is None:
+                w.kill()
+                w.wait()
+        m = re.search(r"^WRKJSON (.*)$", out, re.M)
+        if w.returncode != 0 or not m:
+            raise RuntimeError(f"wrk failed ({w.returncode}): {err.strip() or out[-300:]}")
+        r = json.loads(m.group(1))
+        row = dict(rps=round(r["requests"] / (r["duration_us"] / 1e6), 1),
+                   p50_us=r["p50_us"], p99_us=r["p99_us"],
+                   errors_total=r["connect"] + r["read"] + r["write"] + r["timeout"]
+                   + r["status"], matrix=None, same_cpu=None, grouped=None, hops=0)
+        if rec.returncode != 0:
+            self.note(f"placement: perf record failed ({rec.returncode}): "
+                      f"{rec.stderr.strip()[:200]}")
+            return row
+        sc = subprocess.run(["perf", "script", "-i", data, "-F", "pid,tid,cpu,time,event,trace"],
+                            capture_output=True, text=True, timeout=120)
+        row.update(pairing(sc.stdout, owners))
+        return row
+
     # ------------------------------------------------------------ cold start
 
     def cold(self):
@@ -1280,8 +1349,204 @@ def render_parallel(par, a):
     return L
 
 
+# --------------------------------------------------------------- placement (wide, 16 conns)
+
+PLACEMENT_EVENTS = ",".join("syscalls:sys_enter_" + c for c in
+                            ("read", "recvfrom", "write", "writev", "sendto"))
+PERF_LINE = re.compile(r"^\s*(\d+)/(\d+)\s+\[(\d+)\]\s+([\d.]+):\s+syscalls:sys_enter_(\w+):"
+                       r"\s+fd: (0x[0-9a-f]+)")
+
+
+def socket_owners(port, server_pids, wrk_pid):
+    """(pid, fd) -> the client's port, for each established connection to `port`, on the server
+    side (the processes in server_pids) and on wrk's, from `ss -tnp`."""
+    out = subprocess.run(["ss", "-tnpH", "state", "established"], capture_output=True,
+                         text=True, timeout=30).stdout
+    owners = {}
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) < 4:
+            continue
+        local, peer = f[2], f[3]
+        for m in re.finditer(r"pid=(\d+),fd=(\d+)", line):
+            pid, fd = int(m.group(1)), int(m.group(2))
+            if pid in server_pids and local.endswith(f":{port}"):
+                owners[(pid, fd)] = ("server", peer.rsplit(":", 1)[1])
+            elif pid == wrk_pid and peer.endswith(f":{port}"):
+                owners[(pid, fd)] = ("client", local.rsplit(":", 1)[1])
+    return owners
+
+
+def pairing(script, owners):
+    """From `perf script` lines of socket calls: the connections per (server thread, wrk
+    thread), the share of connections on the server thread that holds most of its wrk thread's
+    (grouped), and the share of hops (a request from wrk to the server, an answer back) whose
+    receive ran on the CPU its send ran on (same_cpu)."""
+    events = {}  # client port -> [(time, side, sends, tid, cpu)]
+    tids = {}    # (side, client port) -> Counter of tids
+    for line in script.splitlines():
+        m = PERF_LINE.match(line)
+        if not m:
+            continue
+        key = owners.get((int(m.group(1)), int(m.group(6), 16)))
+        if not key:
+            continue
+        side, cport = key
+        tid, cpu, t = int(m.group(2)), int(m.group(3)), float(m.group(4))
+        sends = m.group(5) not in ("read", "recvfrom")
+        events.setdefault(cport, []).append((t, side, sends, tid, cpu))
+        c = tids.setdefault(key, {})
+        c[tid] = c.get(tid, 0) + 1
+    cells = {}
+    same = hops = 0
+    for cport, evs in events.items():
+        st, ct = tids.get(("server", cport)), tids.get(("client", cport))
+        if not st or not ct:
+            continue
+        cell = (max(st, key=st.get), max(ct, key=ct.get))
+        cells[cell] = cells.get(cell, 0) + 1
+        last_send = {}
+        for t, side, sends, tid, cpu in sorted(evs):
+            if sends:
+                last_send[side] = cpu
+            else:
+                other = "client" if side == "server" else "server"
+                if other in last_send:
+                    hops += 1
+                    same += last_send[other] == cpu
+    srv = sorted({s for s, _ in cells})
+    cli = sorted({c for _, c in cells})
+    matrix = [[cells.get((s, c), 0) for c in cli] for s in srv]
+    total = sum(cells.values())
+    grouped = sum(max(row[j] for row in matrix) for j in range(len(cli))) if matrix else 0
+    return dict(matrix=matrix, grouped=round(grouped / total, 2) if total else None,
+                same_cpu=round(same / hops, 2) if hops else None, hops=hops)
+
+
+def spearman(xs, ys):
+    def ranks(v):
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r = [0.0] * len(v)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                r[order[k]] = (i + j) / 2
+            i = j + 1
+        return r
+    if len(xs) < 3:
+        return None
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = statistics.mean(rx), statistics.mean(ry)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    sx = sum((a - mx) ** 2 for a in rx) ** 0.5
+    sy = sum((b - my) ** 2 for b in ry) ** 0.5
+    return round(sxy / (sx * sy), 2) if sx and sy else None
+
+
+def placement_summary(rows):
+    """Per server: the medians; over every run: how rps and p99, each divided by the median
+    of its round (so that rounds on a busier machine compare), follow the same-CPU share."""
+    per = []
+    for arm in ARMS:
+        r = [x for x in rows if x["arm"] == arm]
+        if not r:
+            continue
+        sc = [x["same_cpu"] for x in r if x["same_cpu"] is not None]
+        gr = [x["grouped"] for x in r if x["grouped"] is not None]
+        per.append(dict(arm=arm, runs=len(r), rps=statistics.median(x["rps"] for x in r),
+                        p99_us=statistics.median(x["p99_us"] for x in r),
+                        same_cpu=round(statistics.median(sc), 2) if sc else None,
+                        grouped=round(statistics.median(gr), 2) if gr else None))
+    rel = []
+    for rnd in sorted({x["round"] for x in rows}):
+        r = [x for x in rows if x["round"] == rnd]
+        mr = statistics.median(x["rps"] for x in r)
+        mp = statistics.median(x["p99_us"] for x in r)
+        rel += [(x["same_cpu"], x["rps"] / mr, x["p99_us"] / mp) for x in r
+                if x["same_cpu"] is not None]
+    out = dict(per_server=per, runs=len(rel))
+    if rel:
+        out["spearman_same_cpu_rps"] = spearman([x[0] for x in rel], [x[1] for x in rel])
+        out["spearman_same_cpu_p99"] = spearman([x[0] for x in rel], [x[2] for x in rel])
+        hi = [x for x in rel if x[0] >= 0.75]
+        lo = [x for x in rel if x[0] < 0.5]
+        for name, part in (("high", hi), ("low", lo)):
+            out[f"{name}_runs"] = len(part)
+            out[f"{name}_rps_rel"] = round(statistics.median(x[1] for x in part), 2) if part else None
+            out[f"{name}_p99_rel"] = round(statistics.median(x[2] for x in part), 2) if part else None
+    return out
+
+
+def render_placement(res, json_rel):
+    pl = res["placement"]
+    e = res["environment"]
+    a = res["parameters"]
+    L = ["#### Placement: the wide layout at 16 connections, run by run", ""]
+    L.append(f"- Command: `{res['command']}`")
+    L.append(f"- Date: {res['date']}; artifact: [`{json_rel}`]({json_rel.replace('doc/', '')})")
+    L.append(f"- m0: {e['m0']} at {e['m0_commit'][:12]}; {e['nproc']} CPUs, kernel "
+             f"{e['kernel']}; {a['rounds']} round(s) × {a['duration_s']} s, "
+             f"`wrk -t{a['wide_wrk_threads']} -c16`, nothing pinned")
+    L.append("")
+    L.append("*connections*: how many of the 16 each server thread (row) serves for each wrk "
+             "thread (column), from `ss` and the threads that made the socket calls. "
+             "*grouped*: the share of connections on the server thread that holds most of "
+             "their wrk thread's. *same CPU*: the share of hops (a request from wrk to the "
+             "server, an answer back) whose receive ran on the CPU its send ran on, from "
+             "`perf record` of the socket calls of both sides for one second mid-run.")
+    L.append("")
+    L.append("| round | server | rps | p50 ms | p99 ms | connections | grouped | same CPU |")
+    L.append("|--:|---|--:|--:|--:|---|--:|--:|")
+    for x in pl["rows"]:
+        m = " / ".join(" ".join(str(v) for v in row) for row in x["matrix"] or [])
+        L.append(f"| {x['round'] + 1} | {x['arm']} | {x['rps']:.0f} | {ms(x['p50_us'])} | "
+                 f"{ms(x['p99_us'])} | {m or 'n/a'} | {x['grouped']} | {x['same_cpu']} |")
+    L.append("")
+    L.append("| server | runs | median rps | median p99 ms | median grouped | median same CPU |")
+    L.append("|---|--:|--:|--:|--:|--:|")
+    for x in pl["summary"]["per_server"]:
+        L.append(f"| {x['arm']} | {x['runs']} | {x['rps']:.0f} | {ms(x['p99_us'])} | "
+                 f"{x['grouped']} | {x['same_cpu']} |")
+    L.append("")
+    s = pl["summary"]
+    if s.get("runs"):
+        def part(name, what):
+            n = s[f"{name}_runs"]
+            if not n:
+                return f"no run had a same-CPU share {what}"
+            return (f"the {n} run(s) with a same-CPU share {what} served a median "
+                    f"{s[f'{name}_rps_rel']}× their round's median rps, at "
+                    f"{s[f'{name}_p99_rel']}× its p99")
+        L.append(f"Over all {s['runs']} runs, each run's rps and p99 divided by the median of "
+                 f"its round: Spearman's rank correlation with the same-CPU share is "
+                 f"{s['spearman_same_cpu_rps']} for rps and {s['spearman_same_cpu_p99']} for "
+                 f"p99; {part('high', 'of 0.75 or more')}; {part('low', 'below 0.5')}.")
+        L.append("")
+    return "\n".join(L)
+
+
+PLACEMENT_BEGIN = ("<!-- bench:placement:begin (written by contrib/bench/run --only placement; "
+                   "edits here are replaced) -->")
+PLACEMENT_END = "<!-- bench:placement:end -->"
+
+
 BEGIN = "<!-- bench:results:begin (written by contrib/bench/run; edits here are replaced) -->"
 END = "<!-- bench:results:end -->"
+
+
+def doc_blocks(res, rel):
+    """(text, begin marker, end marker) for each block of doc/performance.md this run
+    rewrites: the results section when it ran any part but placement, and the placement
+    block when it ran that one."""
+    out = []
+    if any(res.get(k) for k in ("m1", "m2", "m3", "cold", "parallel")):
+        out.append((render(res, rel), BEGIN, END))
+    if res.get("placement"):
+        out.append((render_placement(res, rel), PLACEMENT_BEGIN, PLACEMENT_END))
+    return out
 
 
 def write_doc(path, text, begin=BEGIN, end=END):
@@ -1317,9 +1582,9 @@ def main():
                     "(default 2, quick 1)")
     ap.add_argument("--layouts", help="pinned,wide (default both, quick pinned)")
     ap.add_argument("--conns", default="16,256", help="wrk connections (default 16,256)")
-    ap.add_argument("--only", default="m1,m2,m3,cold,parallel",
-                    help="parts to run, comma-separated: m1, m2, m3, cold, parallel "
-                    "(default all)")
+    ap.add_argument("--only", default="m1,m2,m3,cold,parallel,placement",
+                    help="parts to run, comma-separated: m1, m2, m3, cold, parallel, "
+                    "placement (default all)")
     ap.add_argument("--server-cpu", type=int, default=1)
     ap.add_argument("--client-cpu", type=int, default=0)
     ap.add_argument("--wide-wrk-threads", type=int, default=2)
@@ -1348,7 +1613,8 @@ def main():
     if a.render:
         with open(a.render) as f:
             res = json.load(f)
-        write_doc(a.doc, render(res, os.path.relpath(os.path.abspath(a.render), ROOT)))
+        for text, begin, end in doc_blocks(res, os.path.relpath(os.path.abspath(a.render), ROOT)):
+            write_doc(a.doc, text, begin, end)
         log(f"rewrote the results of {os.path.relpath(a.doc, ROOT)} from {a.render}")
         return
     if not a.build or not a.helpers:
@@ -1366,7 +1632,7 @@ def main():
     a.cold_trials = a.cold_trials or (5 if q else 20)
     a.par_requests = a.par_requests or (5 if q else 20)
     for x in a.only:
-        if x not in ("m1", "m2", "m3", "cold", "parallel"):
+        if x not in ("m1", "m2", "m3", "cold", "parallel", "placement"):
             ap.error(f"unknown part {x}")
     for x in a.layouts:
         if x not in ("pinned", "wide"):
@@ -1437,6 +1703,8 @@ def main():
             res["cold"] = b.cold()
         if "parallel" in a.only:
             res["parallel"] = b.parallel()
+        if "placement" in a.only:
+            res["placement"] = b.placement()
     except BaseException:
         log(f"failed; logs kept in {b.tmp}")
         stop_all()
@@ -1455,13 +1723,11 @@ def main():
         json.dump(res, f, indent=1)
         f.write("\n")
     rel = os.path.relpath(out, ROOT)
-    text = render(res, rel)
-    print(text)
-    if not a.no_doc:
-        write_doc(a.doc, text)
-        log(f"wrote {rel} and {os.path.relpath(a.doc, ROOT)}")
-    else:
-        log(f"wrote {rel}")
+    for text, begin, end in doc_blocks(res, rel):
+        print(text)
+        if not a.no_doc:
+            write_doc(a.doc, text, begin, end)
+    log(f"wrote {rel}" + ("" if a.no_doc else f" and {os.path.relpath(a.doc, ROOT)}"))
     if a.keep or b.anomalies:
         log(f"logs in {b.tmp}")
     else:
