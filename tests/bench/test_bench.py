@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""tests/bench/test_bench.py: the analysis in contrib/bench/bench.py that turns what the
+benchmark records into the figures doc/performance.md prints (the placement part's
+attribution of connections and hops, its rank correlation and summary, and the rewriting of
+the document's blocks). Standard library only; the last line is "bench: N passed, N failed"."""
+
+import importlib.util
+import os
+import sys
+import tempfile
+import traceback
+
+sys.dont_write_bytecode = True  # nothing written into contrib/ (it is in the tarball)
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+spec = importlib.util.spec_from_file_location("bench", os.path.join(TOP, "contrib", "bench",
+                                                                    "bench.py"))
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+
+
+def eq(got, want, what):
+    if got != want:
+        raise AssertionError(f"{what}: got {got!r}, want {want!r}")
+
+
+# A server (pid 100, threads 101 and 102) and wrk (pid 200, threads 201 and 202); four
+# connections, from the client's ports 5001-5004, on descriptors 11-14 in both processes.
+OWNERS = {(100, 10 + i): ("server", str(5000 + i)) for i in range(1, 5)}
+OWNERS.update({(200, 10 + i): ("client", str(5000 + i)) for i in range(1, 5)})
+
+
+def line(pid, tid, cpu, t, call, fd):
+    """One line of `perf script -F pid,tid,cpu,time,event,trace`, as perf 6.1 prints it."""
+    return (f"{pid:5d}/{tid:<5d} [{cpu:03d}] {t:.6f}:   syscalls:sys_enter_{call}: "
+            f"fd: 0x{fd:08x}, buf: 0x7ffc5cc25b38, count: 0x00000340")
+
+
+def exchange(port, server_tid, client_tid, t, cpus):
+    """One request and its answer on the connection from `port`: wrk writes, the server reads,
+    the server sends, wrk reads; cpus gives the CPU of each of the four calls."""
+    fd = port - 5000 + 10
+    return [line(200, client_tid, cpus[0], t, "write", fd),
+            line(100, server_tid, cpus[1], t + 0.00001, "read", fd),
+            line(100, server_tid, cpus[2], t + 0.00002, "sendto", fd),
+            line(200, client_tid, cpus[3], t + 0.00003, "read", fd)]
+
+
+def test_pairing_each_server_thread_holds_one_client_thread():
+    lines = []
+    # 101 serves 201's two connections on CPU 0; 102 serves 202's on CPU 1: every hop stays.
+    for k in range(3):
+        lines += exchange(5001, 101, 201, k * 0.001, (0, 0, 0, 0))
+        lines += exchange(5002, 101, 201, k * 0.001, (0, 0, 0, 0))
+        lines += exchange(5003, 102, 202, k * 0.001, (1, 1, 1, 1))
+        lines += exchange(5004, 102, 202, k * 0.001, (1, 1, 1, 1))
+    got = bench.pairing("\n".join(lines), OWNERS)
+    eq(got["matrix"], [[2, 0], [0, 2]], "connections per (server thread, wrk thread)")
+    eq(got["grouped"], 1.0, "grouped")
+    # per connection and exchange: the server's read and wrk's read each follow a send
+    eq(got["hops"], 4 * 3 * 2, "hops")
+    eq(got["same_cpu"], 1.0, "same-CPU share")
+
+
+def test_pairing_crossed_connections_and_hops_that_change_cpu():
+    lines = []
+    # Each server thread holds one connection of each wrk thread; on 5001 the answer is read
+    # on the other CPU (1 of its 2 hops crosses), the three others stay on one CPU.
+    lines += exchange(5001, 101, 201, 0.0, (0, 0, 0, 1))
+    lines += exchange(5002, 102, 201, 0.0, (1, 1, 1, 1))
+    lines += exchange(5003, 101, 202, 0.0, (0, 0, 0, 0))
+    lines += exchange(5004, 102, 202, 0.0, (1, 1, 1, 1))
+    got = bench.pairing("\n".join(lines), OWNERS)
+    eq(got["matrix"], [[1, 1], [1, 1]], "connections per (server thread, wrk thread)")
+    eq(got["grouped"], 0.5, "grouped")
+    eq(got["hops"], 8, "hops")
+    eq(got["same_cpu"], round(7 / 8, 2), "same-CPU share")
+
+
+def test_pairing_ignores_other_descriptors_and_lines():
+    lines = exchange(5001, 101, 201, 0.0, (0, 1, 1, 0))
+    lines += [line(100, 101, 0, 0.5, "read", 99),        # a descriptor that is no connection
+              line(300, 301, 0, 0.5, "write", 11),       # another process with the same fd
+              "perf: some warning", ""]
+    got = bench.pairing("\n".join(lines), OWNERS)
+    eq(got["matrix"], [[1]], "connections")
+    eq(got["hops"], 2, "hops")
+    eq(got["same_cpu"], 0.0, "same-CPU share")  # request 0 -> 1, answer 1 -> 0
+
+
+def test_pairing_of_nothing():
+    got = bench.pairing("", OWNERS)
+    eq((got["matrix"], got["grouped"], got["same_cpu"], got["hops"]), ([], None, None, 0),
+       "an empty recording")
+
+
+def test_spearman():
+    eq(bench.spearman([1, 2, 3, 4], [10, 20, 30, 40]), 1.0, "same order")
+    eq(bench.spearman([1, 2, 3, 4], [4, 3, 2, 1]), -1.0, "reversed")
+    eq(bench.spearman([1, 2, 3], [5, 5, 5]), None, "no spread")
+    eq(bench.spearman([1, 2], [1, 2]), None, "fewer than three")
+    # ties share their mean rank: x ranks 0, 1.5, 1.5, 3 against 0, 1, 2, 3
+    eq(bench.spearman([1, 2, 2, 3], [1, 2, 3, 4]), 0.95, "ties")
+
+
+def test_placement_summary():
+    def row(rnd, arm, rps, p99, same, grouped=0.5):
+        return dict(round=rnd, arm=arm, rps=rps, p99_us=p99, same_cpu=same, grouped=grouped)
+    rows = [row(0, "ramp", 100, 4000, 0.2), row(0, "nginx", 200, 1000, 0.9, 1.0),
+            row(0, "h2o", 100, 4000, 0.3), row(0, "floor", 100, 4000, 0.1),
+            row(1, "ramp", 50, 2000, 0.2), row(1, "nginx", 50, 2000, 0.4),
+            row(1, "h2o", 50, 2000, None), row(1, "floor", 60, 3000, 0.8)]
+    s = bench.placement_summary(rows)
+    per = {x["arm"]: x for x in s["per_server"]}
+    eq(per["nginx"]["rps"], 125, "nginx median rps")
+    eq(per["nginx"]["same_cpu"], 0.65, "nginx median same-CPU share")
+    eq(per["h2o"]["same_cpu"], 0.3, "a run without a share is left out")
+    eq(s["runs"], 7, "runs with a share")
+    # round 0: median rps 100, median p99 4000; round 1: median rps 50, p99 2000
+    eq((s["high_runs"], s["high_rps_rel"], s["high_p99_rel"]), (2, 1.6, 0.88), "0.75 or more")
+    eq((s["low_runs"], s["low_rps_rel"], s["low_p99_rel"]), (5, 1.0, 1.0), "below 0.5")
+
+
+def test_write_doc_replaces_only_its_block():
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "p.md")
+        with open(path, "w") as f:
+            f.write(f"# P\n\n{bench.BEGIN}\n\nold results\n\n{bench.END}\n\ntail\n")
+        bench.write_doc(path, "placement one", bench.PLACEMENT_BEGIN, bench.PLACEMENT_END)
+        bench.write_doc(path, "placement two", bench.PLACEMENT_BEGIN, bench.PLACEMENT_END)
+        bench.write_doc(path, "new results")
+        with open(path) as f:
+            doc = f.read()
+    want = (f"# P\n\n{bench.BEGIN}\n\nnew results\n\n{bench.END}\n\ntail\n\n"
+            f"{bench.PLACEMENT_BEGIN}\n\nplacement two\n\n{bench.PLACEMENT_END}\n")
+    eq(doc, want, "the document")
+
+
+def test_doc_blocks_follow_the_parts_that_ran():
+    env = dict(m0="ramp 0.1.0", m0_commit="0123456789abcdef", nproc=2, kernel="6.1")
+    params = dict(rounds=1, duration_s=10, wide_wrk_threads=2)
+    rows = [dict(round=0, arm="ramp", rps=1000.0, p50_us=100, p99_us=2000, matrix=[[4, 4], [4, 4]],
+                 grouped=0.5, same_cpu=0.25, hops=10)]
+    res = dict(command="contrib/bench/run --only placement", date="2026-01-01 00:00:00 UTC",
+               environment=env, parameters=params, anomalies=[],
+               placement=dict(rows=rows, summary=bench.placement_summary(rows)))
+    blocks = bench.doc_blocks(res, "doc/bench/x.json")
+    eq([b[1] for b in blocks], [bench.PLACEMENT_BEGIN], "blocks of a placement-only run")
+    text = blocks[0][0]
+    want = "| 1 | ramp | 1000 | 0.10 | 2.00 | 4 4 / 4 4 | 0.5 | 0.25 |"
+    if want not in text.splitlines():
+        raise AssertionError(f"no row {want!r} in:\n{text}")
+
+
+def main():
+    tests = [(k, v) for k, v in sorted(globals().items()) if k.startswith("test_")]
+    passed = failed = 0
+    for name, fn in tests:
+        try:
+            fn()
+            passed += 1
+            print(f"ok   {name}")
+        except Exception:
+            failed += 1
+            print(f"FAIL {name}")
+            traceback.print_exc(file=sys.stdout)
+    print(f"bench: {passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
