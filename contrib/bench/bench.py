@@ -907,7 +907,7 @@ class Bench:
     # ------------------------------------------------------------ placement
 
     def placement(self):
-        """The wide layout at 16 connections, /x/now, with each run's placement beside its rps
+        """The wide layout, /x/now, at each of --conns, with each run's placement beside its rps
         and p99: which server thread serves which wrk thread's connections, and how often a
         request and its answer stayed on one CPU. Read from perf tracepoints on the socket
         calls of the server and of wrk, one second in the middle of the run."""
@@ -924,17 +924,21 @@ class Bench:
                 try:
                     if a.warmup > 0:
                         self.wrk(port, "/x/now", 16, layout["wrk_threads"], a.warmup, None)
-                    row = self.placement_run(p, port, layout, a.duration)
+                    for conns in a.conns:
+                        row = self.placement_run(p, port, layout, conns, a.duration)
+                        row.update(round=rnd, position=pos, arm=arm, conns=conns)
+                        rows.append(row)
+                        log(f"  c={conns:<4} {row['rps']:>10.0f} rps  p99 "
+                            f"{row['p99_us'] / 1000:6.2f} ms  connections {row['matrix']}  "
+                            f"same CPU {row['same_cpu']}")
                 finally:
                     stop(p)
-                row.update(round=rnd, position=pos, arm=arm)
-                rows.append(row)
-                log(f"  {row['rps']:>10.0f} rps  p99 {row['p99_us'] / 1000:6.2f} ms  "
-                    f"connections {row['matrix']}  same CPU {row['same_cpu']}")
-        return dict(rows=rows, summary=placement_summary(rows))
+        return dict(rows=rows, summary={str(c): placement_summary([x for x in rows
+                                                                   if x["conns"] == c])
+                                        for c in a.conns})
 
-    def placement_run(self, p, port, layout, duration):
-        argv = ["wrk", "-t", str(layout["wrk_threads"]), "-c", "16", "-d", f"{duration}s",
+    def placement_run(self, p, port, layout, conns, duration):
+        argv = ["wrk", "-t", str(layout["wrk_threads"]), "-c", str(conns), "-d", f"{duration}s",
                 "--latency", "-s", self.lua, f"http://127.0.0.1:{port}/x/now"]
         w = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
@@ -1484,35 +1488,44 @@ def render_placement(res, json_rel):
     pl = res["placement"]
     e = res["environment"]
     a = res["parameters"]
-    L = ["#### Placement: the wide layout at 16 connections, run by run", ""]
+    L = ["#### Placement: the wide layout, run by run", ""]
     L.append(f"- Command: `{res['command']}`")
     L.append(f"- Date: {res['date']}; artifact: [`{json_rel}`]({json_rel.replace('doc/', '')})")
     L.append(f"- m0: {e['m0']} at {e['m0_commit'][:12]}; {e['nproc']} CPUs, kernel "
              f"{e['kernel']}; {a['rounds']} round(s) × {a['duration_s']} s, "
-             f"`wrk -t{a['wide_wrk_threads']} -c16`, nothing pinned")
+             f"`wrk -t{a['wide_wrk_threads']}`, nothing pinned")
     L.append("")
-    L.append("*connections*: how many of the 16 each server thread (row) serves for each wrk "
+    L.append("*connections*: how many connections each server thread (row) serves for each wrk "
              "thread (column), from `ss` and the threads that made the socket calls. "
              "*grouped*: the share of connections on the server thread that holds most of "
              "their wrk thread's. *same CPU*: the share of hops (a request from wrk to the "
              "server, an answer back) whose receive ran on the CPU its send ran on, from "
              "`perf record` of the socket calls of both sides for one second mid-run.")
     L.append("")
-    L.append("| round | server | rps | p50 ms | p99 ms | connections | grouped | same CPU |")
-    L.append("|--:|---|--:|--:|--:|---|--:|--:|")
+    L.append("| round | server | conns | rps | p50 ms | p99 ms | connections | grouped | "
+             "same CPU |")
+    L.append("|--:|---|--:|--:|--:|--:|---|--:|--:|")
     for x in pl["rows"]:
         m = " / ".join(" ".join(str(v) for v in row) for row in x["matrix"] or [])
-        L.append(f"| {x['round'] + 1} | {x['arm']} | {x['rps']:.0f} | {ms(x['p50_us'])} | "
-                 f"{ms(x['p99_us'])} | {m or 'n/a'} | {x['grouped']} | {x['same_cpu']} |")
+        L.append(f"| {x['round'] + 1} | {x['arm']} | {x.get('conns', 16)} | {x['rps']:.0f} | "
+                 f"{ms(x['p50_us'])} | {ms(x['p99_us'])} | {m or 'n/a'} | {x['grouped']} | "
+                 f"{x['same_cpu']} |")
     L.append("")
-    L.append("| server | runs | median rps | median p99 ms | median grouped | median same CPU |")
-    L.append("|---|--:|--:|--:|--:|--:|")
-    for x in pl["summary"]["per_server"]:
-        L.append(f"| {x['arm']} | {x['runs']} | {x['rps']:.0f} | {ms(x['p99_us'])} | "
-                 f"{x['grouped']} | {x['same_cpu']} |")
+    summaries = pl["summary"]
+    if "per_server" in summaries:  # an artifact of one connection count (16)
+        summaries = {"16": summaries}
+    L.append("| server | conns | runs | median rps | median p99 ms | median grouped | "
+             "median same CPU |")
+    L.append("|---|--:|--:|--:|--:|--:|--:|")
+    for conns, s in summaries.items():
+        for x in s["per_server"]:
+            L.append(f"| {x['arm']} | {conns} | {x['runs']} | {x['rps']:.0f} | "
+                     f"{ms(x['p99_us'])} | {x['grouped']} | {x['same_cpu']} |")
     L.append("")
-    s = pl["summary"]
-    if s.get("runs"):
+    for conns, s in summaries.items():
+        if not s.get("runs"):
+            continue
+
         def part(name, what):
             n = s[f"{name}_runs"]
             if not n:
@@ -1520,10 +1533,11 @@ def render_placement(res, json_rel):
             return (f"the {n} run(s) with a same-CPU share {what} served a median "
                     f"{s[f'{name}_rps_rel']}× their round's median rps, at "
                     f"{s[f'{name}_p99_rel']}× its p99")
-        L.append(f"Over all {s['runs']} runs, each run's rps and p99 divided by the median of "
-                 f"its round: Spearman's rank correlation with the same-CPU share is "
-                 f"{s['spearman_same_cpu_rps']} for rps and {s['spearman_same_cpu_p99']} for "
-                 f"p99; {part('high', 'of 0.75 or more')}; {part('low', 'below 0.5')}.")
+        L.append(f"At {conns} connections, over all {s['runs']} runs, each run's rps and p99 "
+                 f"divided by the median of its round: Spearman's rank correlation with the "
+                 f"same-CPU share is {s['spearman_same_cpu_rps']} for rps and "
+                 f"{s['spearman_same_cpu_p99']} for p99; {part('high', 'of 0.75 or more')}; "
+                 f"{part('low', 'below 0.5')}.")
         L.append("")
     return "\n".join(L)
 

@@ -139,17 +139,28 @@ def test_write_doc_replaces_only_its_block():
 def test_doc_blocks_follow_the_parts_that_ran():
     env = dict(m0="ramp 0.1.0", m0_commit="0123456789abcdef", nproc=2, kernel="6.1")
     params = dict(rounds=1, duration_s=10, wide_wrk_threads=2)
-    rows = [dict(round=0, arm="ramp", rps=1000.0, p50_us=100, p99_us=2000, matrix=[[4, 4], [4, 4]],
-                 grouped=0.5, same_cpu=0.25, hops=10)]
+    rows = [dict(round=0, arm="ramp", conns=16, rps=1000.0, p50_us=100, p99_us=2000,
+                 matrix=[[4, 4], [4, 4]], grouped=0.5, same_cpu=0.25, hops=10),
+            dict(round=0, arm="ramp", conns=256, rps=900.0, p50_us=1500, p99_us=7000,
+                 matrix=[[128, 0], [0, 128]], grouped=1.0, same_cpu=0.96, hops=10)]
     res = dict(command="contrib/bench/run --only placement", date="2026-01-01 00:00:00 UTC",
                environment=env, parameters=params, anomalies=[],
-               placement=dict(rows=rows, summary=bench.placement_summary(rows)))
+               placement=dict(rows=rows, summary={
+                   str(c): bench.placement_summary([x for x in rows if x["conns"] == c])
+                   for c in (16, 256)}))
     blocks = bench.doc_blocks(res, "doc/bench/x.json")
     eq([b[1] for b in blocks], [bench.PLACEMENT_BEGIN], "blocks of a placement-only run")
-    text = blocks[0][0]
-    want = "| 1 | ramp | 1000 | 0.10 | 2.00 | 4 4 / 4 4 | 0.5 | 0.25 |"
-    if want not in text.splitlines():
-        raise AssertionError(f"no row {want!r} in:\n{text}")
+    lines = blocks[0][0].splitlines()
+    for want in ("| 1 | ramp | 16 | 1000 | 0.10 | 2.00 | 4 4 / 4 4 | 0.5 | 0.25 |",
+                 "| 1 | ramp | 256 | 900 | 1.50 | 7.00 | 128 0 / 0 128 | 1.0 | 0.96 |",
+                 "| ramp | 256 | 1 | 900 | 7.00 | 1.0 | 0.96 |"):
+        if want not in lines:
+            raise AssertionError(f"no line {want!r} in:\n" + "\n".join(lines))
+    # an artifact from before the part ran at several connection counts: one summary, of 16
+    res["placement"] = dict(rows=rows[:1], summary=bench.placement_summary(rows[:1]))
+    lines = bench.doc_blocks(res, "doc/bench/x.json")[0][0].splitlines()
+    eq([x for x in lines if x.startswith("| ramp |")], ["| ramp | 16 | 1 | 1000 | 2.00 | 0.5 | 0.25 |"],
+       "the summary rows of an older artifact")
 
 
 def main():
