@@ -310,6 +310,24 @@ end
 """
 
 
+def wrk_summary(returncode, stdout, stderr):
+    """The figures WRK_LUA printed (WRKJSON; WRKUS as "handler" when there), or RuntimeError."""
+    if returncode != 0:
+        raise RuntimeError(f"wrk failed ({returncode}): {stderr.strip()}")
+    m = re.search(r"^WRKJSON (.*)$", stdout, re.M)
+    if not m:
+        raise RuntimeError("wrk printed no summary: " + stdout[-500:])
+    w = json.loads(m.group(1))
+    m = re.search(r"^WRKUS (.*)$", stdout, re.M)
+    if m:
+        w["handler"] = json.loads(m.group(1))
+    return w
+
+
+def wrk_errors(w):
+    return w["connect"] + w["read"] + w["write"] + w["timeout"] + w["status"]
+
+
 class Bench:
     def __init__(self, a):
         self.a = a
@@ -410,24 +428,19 @@ class Bench:
 
     # ------------------------------------------------------------ wrk
 
-    def wrk(self, port, path, conns, threads, duration, cpus, lua=None):
+    def wrk_argv(self, port, path, conns, threads, duration, cpus=None, lua=None):
+        """wrk with --latency and the Lua script that prints its summary (WRK_LUA)."""
         argv = ["wrk", "-t", str(threads), "-c", str(conns), "-d", f"{duration}s", "--latency",
                 "-s", lua or self.lua, f"http://127.0.0.1:{port}{path}"]
-        if cpus is not None:
-            argv = ["taskset", "-c", str(cpus)] + argv
+        return argv if cpus is None else ["taskset", "-c", str(cpus)] + argv
+
+    def wrk(self, port, path, conns, threads, duration, cpus, lua=None):
+        argv = self.wrk_argv(port, path, conns, threads, duration, cpus, lua)
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                            timeout=duration + 60)
         ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if r.returncode != 0:
-            raise RuntimeError(f"wrk failed ({r.returncode}): {r.stderr.strip()}")
-        m = re.search(r"^WRKJSON (.*)$", r.stdout, re.M)
-        if not m:
-            raise RuntimeError("wrk printed no summary: " + r.stdout[-500:])
-        w = json.loads(m.group(1))
-        m = re.search(r"^WRKUS (.*)$", r.stdout, re.M)
-        if m:
-            w["handler"] = json.loads(m.group(1))
+        w = wrk_summary(r.returncode, r.stdout, r.stderr)
         w["client_cpu_s"] = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
         return w
 
@@ -441,7 +454,6 @@ class Bench:
         rss_tree, rss_main, nprocs = rss(p.pid)
         n = max(w["requests"], 1)
         secs = w["duration_us"] / 1e6
-        errors = w["connect"] + w["read"] + w["write"] + w["timeout"] + w["status"]
         out = dict(
             conns=conns, wrk_threads=layout["wrk_threads"], duration_s=round(secs, 3),
             requests=w["requests"], rps=round(w["requests"] / secs, 1),
@@ -451,7 +463,7 @@ class Bench:
             max_us=w["max_us"], mean_us=w["mean_us"],
             errors=dict(connect=w["connect"], read=w["read"], write=w["write"],
                         timeout=w["timeout"], non2xx=w["status"]),
-            errors_total=errors, rss_kib=rss_tree, rss_main_kib=rss_main, processes=nprocs,
+            errors_total=wrk_errors(w), rss_kib=rss_tree, rss_main_kib=rss_main, processes=nprocs,
             loadavg_before=load,
             # the root process's threads, by name (m0: m0-loop-N, m0-producer, ...)
             thread_cpu_us_per_req={k: round((v - t0.get(k, 0)) * 1e6 / n, 3)
@@ -938,8 +950,7 @@ class Bench:
                                         for c in a.conns})
 
     def placement_run(self, p, port, layout, conns, duration):
-        argv = ["wrk", "-t", str(layout["wrk_threads"]), "-c", str(conns), "-d", f"{duration}s",
-                "--latency", "-s", self.lua, f"http://127.0.0.1:{port}/x/now"]
+        argv = self.wrk_argv(port, "/x/now", conns, layout["wrk_threads"], duration)
         w = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
         RUNNING.append(w)
@@ -960,14 +971,10 @@ class Bench:
             if w.poll() is None:
                 w.kill()
                 w.wait()
-        m = re.search(r"^WRKJSON (.*)$", out, re.M)
-        if w.returncode != 0 or not m:
-            raise RuntimeError(f"wrk failed ({w.returncode}): {err.strip() or out[-300:]}")
-        r = json.loads(m.group(1))
+        r = wrk_summary(w.returncode, out, err)
         row = dict(rps=round(r["requests"] / (r["duration_us"] / 1e6), 1),
-                   p50_us=r["p50_us"], p99_us=r["p99_us"],
-                   errors_total=r["connect"] + r["read"] + r["write"] + r["timeout"]
-                   + r["status"], matrix=None, same_cpu=None, grouped=None, hops=0)
+                   p50_us=r["p50_us"], p99_us=r["p99_us"], errors_total=wrk_errors(r),
+                   matrix=None, same_cpu=None, grouped=None, hops=0)
         if rec.returncode != 0:
             self.note(f"placement: perf record failed ({rec.returncode}): "
                       f"{rec.stderr.strip()[:200]}")
@@ -1353,7 +1360,7 @@ def render_parallel(par, a):
     return L
 
 
-# --------------------------------------------------------------- placement (wide, 16 conns)
+# --------------------------------------------------------------- placement (wide layout)
 
 PLACEMENT_EVENTS = ",".join("syscalls:sys_enter_" + c for c in
                             ("read", "recvfrom", "write", "writev", "sendto"))
@@ -1479,8 +1486,9 @@ def placement_summary(rows):
         lo = [x for x in rel if x[0] < 0.5]
         for name, part in (("high", hi), ("low", lo)):
             out[f"{name}_runs"] = len(part)
-            out[f"{name}_rps_rel"] = round(statistics.median(x[1] for x in part), 2) if part else None
-            out[f"{name}_p99_rel"] = round(statistics.median(x[2] for x in part), 2) if part else None
+            for i, what in ((1, "rps"), (2, "p99")):
+                out[f"{name}_{what}_rel"] = (round(statistics.median(x[i] for x in part), 2)
+                                             if part else None)
     return out
 
 

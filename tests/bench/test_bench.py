@@ -159,8 +159,8 @@ def test_doc_blocks_follow_the_parts_that_ran():
     # an artifact from before the part ran at several connection counts: one summary, of 16
     res["placement"] = dict(rows=rows[:1], summary=bench.placement_summary(rows[:1]))
     lines = bench.doc_blocks(res, "doc/bench/x.json")[0][0].splitlines()
-    eq([x for x in lines if x.startswith("| ramp |")], ["| ramp | 16 | 1 | 1000 | 2.00 | 0.5 | 0.25 |"],
-       "the summary rows of an older artifact")
+    eq([x for x in lines if x.startswith("| ramp |")],
+       ["| ramp | 16 | 1 | 1000 | 2.00 | 0.5 | 0.25 |"], "the summary rows of an older artifact")
 
 
 def main():
