@@ -88,6 +88,16 @@ def test_pairing_ignores_other_descriptors_and_lines():
     eq(got["same_cpu"], 0.0, "same-CPU share")  # request 0 -> 1, answer 1 -> 0
 
 
+def test_pairing_shows_a_server_thread_without_connections():
+    # The race gave one server thread every connection (ramp-race, nginx): the other is a row
+    # of zeros, so "8 8 / 0 0" does not read as a one-thread server.
+    lines = exchange(5001, 101, 201, 0.0, (0, 0, 0, 0))
+    lines += exchange(5003, 101, 202, 0.0, (1, 1, 1, 1))
+    got = bench.pairing("\n".join(lines), OWNERS, server_threads=2)
+    eq(got["matrix"], [[1, 1], [0, 0]], "connections, with the idle server thread")
+    eq(got["grouped"], 1.0, "grouped")
+
+
 def test_pairing_of_nothing():
     got = bench.pairing("", OWNERS)
     eq((got["matrix"], got["grouped"], got["same_cpu"], got["hops"]), ([], None, None, 0),
@@ -111,6 +121,7 @@ def test_placement_summary():
             row(1, "ramp", 50, 2000, 0.2), row(1, "nginx", 50, 2000, 0.4),
             row(1, "h2o", 50, 2000, None), row(1, "floor", 60, 3000, 0.8)]
     s = bench.placement_summary(rows)
+    eq([x["arm"] for x in s["per_server"]], ["ramp", "nginx", "h2o", "floor"], "servers")
     per = {x["arm"]: x for x in s["per_server"]}
     eq(per["nginx"]["rps"], 125, "nginx median rps")
     eq(per["nginx"]["same_cpu"], 0.65, "nginx median same-CPU share")
@@ -119,6 +130,35 @@ def test_placement_summary():
     # round 0: median rps 100, median p99 4000; round 1: median rps 50, p99 2000
     eq((s["high_runs"], s["high_rps_rel"], s["high_p99_rel"]), (2, 1.6, 0.88), "0.75 or more")
     eq((s["low_runs"], s["low_rps_rel"], s["low_p99_rel"]), (5, 1.0, 1.0), "below 0.5")
+    s = bench.placement_summary(rows + [row(0, "ramp-race", 150, 1500, 1.0, 1.0)])
+    eq([(x["arm"], x["rps"]) for x in s["per_server"]][-1], ("ramp-race", 150),
+       "ramp placed by the race, last")
+
+
+def m1_row(rnd, arm, rps, cpu, p99, client_cpu=12.5, layout="pinned", conns=16):
+    return dict(layout=layout, endpoint="now", conns=conns, round=rnd, arm=arm, rps=rps,
+                cpu_us_per_req=cpu, client_cpu_us_per_req=client_cpu, p50_us=100, p99_us=p99,
+                rss_kib=8000 if arm == "ramp" else 16000, rss_main_kib=8000,
+                other_cpu_share=0.0, errors_total=0)
+
+
+def test_m1_ratios_by_round_and_the_targets_they_meet():
+    rows = [m1_row(0, "ramp", 80000, 10.0, 300), m1_row(0, "nginx", 78000, 12.0, 300),
+            m1_row(1, "ramp", 76000, 11.0, 280), m1_row(1, "nginx", 80000, 11.0, 350),
+            m1_row(2, "ramp", 79000, 10.5, 400), m1_row(2, "nginx", 77000, 12.5, 320)]
+    med, ratios = bench.Bench.m1_summary(rows)
+    r = ratios[0]
+    eq(r["by_round"]["rps"], [round(80 / 78, 3), 0.95, round(79 / 77, 3)], "rps by round")
+    eq(r["ramp_over_peer_rps"], round(80 / 78, 3), "the median of the rounds")
+    # 80000 rps at 12.5 µs of wrk's CPU per request is wrk's one CPU, saturated; ramp's
+    # rounds 1.0, 0.95, 0.9875 and nginx's 0.975, 1.0, 0.9625
+    eq([m["wrk_cpus"] for m in med], [0.988, 0.975], "wrk CPUs (medians)")
+    eq(bench.wrk_cpus(rows[0]), 1.0, "wrk CPUs of one run")
+    lines = bench.render_targets(ratios)
+    rps = next(x for x in lines if x.startswith("| rps ≥ nginx's"))
+    eq(rps, "| rps ≥ nginx's | 1.03 yes (2/3) | yes |", "the rps target, with its rounds")
+    p99 = next(x for x in lines if x.startswith("| p99 ≤ nginx's"))
+    eq(p99, "| p99 ≤ nginx's | 1.00 yes (2/3) | yes |", "the p99 target, with its rounds")
 
 
 def test_write_doc_replaces_only_its_block():
