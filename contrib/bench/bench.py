@@ -1229,7 +1229,7 @@ def render(res, json_rel):
             dl = "n/a" if x["delivery_loss"] is None else f"{x['delivery_loss'] * 100:.2f}%"
             L.append(f"| {x['hz']} Hz | {x['load']} | {x['seconds']:.1f} | {x['nominal']:.0f} | "
                      f"{x['received']} | {x['published_in_window']} | {x['gaps']} | {dl} | "
-                     f"{x['shortfall_vs_nominal'] * 100:.1f}% |")
+                     f"{max(x['shortfall_vs_nominal'], 0) * 100:.1f}% |")
         L.append("")
     m3 = res.get("m3")
     if m3:
