@@ -31,8 +31,9 @@ PEERS = ("nginx", "h2o", "floor")
 ARMS = ("ramp",) + PEERS
 # The placement part adds ramp with accept sharing off (SPEC L4's bare race, as nginx and h2o
 # place): the same code, placed by the race, is the control for what placement alone does.
-PLACEMENT_ARMS = ARMS + ("ramp-race",)
-PLACEMENT_ENV = {"ramp-race": {"M0_ACCEPT_SHARE": "0"}}
+# Such an arm is a server of ARMS run with more environment: arm -> (server, environment).
+PLACEMENT_VARIANTS = {"ramp-race": ("ramp", {"M0_ACCEPT_SHARE": "0"})}
+PLACEMENT_ARMS = ARMS + tuple(PLACEMENT_VARIANTS)
 ENDPOINTS = {"now": "/x/now", "search": "/x/search?sel=25"}
 # host_parallel's topologies (issue 8): (name, loops, pool threads per loop)
 PAR_TOPOLOGIES = (("1 loop", 1, 0), ("2 loops", 2, 0), ("2 loops + pool", 2, 2))
@@ -939,8 +940,9 @@ class Bench:
             for pos, arm in enumerate(arms[k:] + arms[:k]):
                 port = self.next_port()
                 log(f"placement round {rnd + 1}/{a.rounds}: {arm} on :{port}")
-                argv = self.server_argv(arm.split("-")[0], port, layout["workers"])
-                p, _ = self.start(arm, layout, port, argv=argv, env=PLACEMENT_ENV.get(arm))
+                server, env = PLACEMENT_VARIANTS.get(arm, (arm, None))
+                argv = self.server_argv(server, port, layout["workers"])
+                p, _ = self.start(arm, layout, port, argv=argv, env=env)
                 try:
                     if a.warmup > 0:
                         self.wrk(port, "/x/now", 16, layout["wrk_threads"], a.warmup, None)
