@@ -597,6 +597,10 @@ struct m0_host {
         int nloops;
         atomic_uint conns;  /* open connections in the process (max_connections) */
         atomic_uint rotate; /* accept sharing's tie breaker */
+        /* Loops that may still hand a connection to another (L4): each lowers it once, when it
+         * has closed its listeners at the stop. A stopping loop leaves only once it is 0, so no
+         * hand-off is ever posted to a mailbox nobody reads again (X1). */
+        atomic_int accepting;
 
         /* The make-barrier (L1, L3). */
         pthread_mutex_t lock;

@@ -141,6 +141,16 @@ void m0__loop_date(struct m0_loop *l)
                 strftime(l->date, sizeof(l->date), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
 }
 
+/* Wake every loop: the last one to stop accepting lets those waiting on it leave. */
+static void wake_all(struct m0_host *h)
+{
+        uint64_t one = 1;
+        for (int i = 0; i < h->nloops; i++) {
+                ssize_t w = write(h->loops[i].mb_fd, &one, sizeof(one));
+                (void)w; /* EAGAIN: the counter is already non-zero, the loop wakes */
+        }
+}
+
 static void begin_stop(struct m0_loop *l)
 {
         if (l->stopping)
@@ -148,6 +158,9 @@ static void begin_stop(struct m0_loop *l)
         l->stopping = true;
         l->drain_deadline_ms = m0__now_ms() + l->host->cfg.drain_timeout_ms;
         close_listeners(l);
+        /* This loop accepts nothing more, so it hands nothing more over. */
+        if (atomic_fetch_sub(&l->host->accepting, 1) == 1)
+                wake_all(l->host);
         m0__sse_farewell(l);
         /* Busy connections finish their request with Connection: close; idle ones close after
          * drain_idle_ms (m0__conn_stop). */
@@ -277,6 +290,19 @@ int m0__loop_run_once(struct m0_loop *l, int timeout_ms)
         return n;
 }
 
+/*
+ * A stopping loop leaves once it holds no connection and none can still reach it: every loop
+ * has stopped accepting, and each hand-off raised this loop's load before it was posted (L4).
+ * Past the drain's bound it leaves anyway: a loop that never read its stop keeps `accepting`
+ * up, and the coordinator names it.
+ */
+static bool drained(struct m0_loop *l)
+{
+        if (!l->stopping || atomic_load(&l->load) != 0)
+                return false;
+        return atomic_load(&l->host->accepting) == 0 || l->now_ms >= l->drain_deadline_ms;
+}
+
 static int serve(struct m0_loop *l)
 {
         for (size_t i = 0; i < l->nlisten; i++) {
@@ -288,7 +314,7 @@ static int serve(struct m0_loop *l)
         m0__log(M0_LOG_INFO, l->index, NULL, "Event loop started (%zu listener%s)", l->nlisten,
                 l->nlisten == 1 ? "" : "s");
         l->next_tick_ms = m0__now_ms() + l->host->tick_ms;
-        while (!(l->stopping && atomic_load(&l->load) == 0)) {
+        while (!drained(l)) {
                 int r = m0__loop_run_once(l, next_timeout(l));
                 if (r < 0)
                         return r;
