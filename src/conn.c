@@ -319,14 +319,19 @@ static void dispatch(struct m0_conn *c)
         m0__thread_request_set(h, req->method, req->path);
         m0__app_run(h->app, fn, status, req, &l->res, l->state);
         m0__thread_request_set(h, NULL, NULL);
-        if (l->res.stream) {
+        if (l->res.stream && !is_head) {
                 m0__sse_begin(c, req, &l->res);
                 goto done;
         }
         /* A drain that began while the handler ran still closes this connection (X1). */
         if (atomic_load_explicit(&h->stopping, memory_order_relaxed))
                 keep = false;
-        if (m0__res_serialize(l, &l->res, is_head, !keep, &l->wbuf) < 0) {
+        /* H6: HEAD on a stream route is the stream's head, and the connection goes on. */
+        size_t mark = l->wbuf.len;
+        int sr = l->res.stream ? m0__sse_head(l, &l->res, !keep, &l->wbuf)
+                               : m0__res_serialize(l, &l->res, is_head, !keep, &l->wbuf);
+        if (sr < 0) {
+                l->wbuf.len = mark; /* no half-written head goes out before the 500 */
                 (void)m0__res_error(l, 500, &l->wbuf);
                 keep = false;
         }

@@ -512,6 +512,9 @@ int m0__conn_send(struct m0_conn *c, const void *data, size_t len);
 void m0__conn_end(struct m0_conn *c);
 
 /* sse.c */
+/* A stream's head (status line, the host's and the app's headers, the blank line) into `w`;
+ * `close` adds Connection: close. Alone, it answers a HEAD on a stream route (H6). */
+int m0__sse_head(struct m0_loop *l, const m0_res *res, bool close, struct m0_buf *w);
 /* After the handler called m0_res_stream(): the stream's head, replay, and subscription. */
 void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res);
 /* A publish woke this loop: deliver the new frames to its streams. */

@@ -59,14 +59,13 @@ static bool last_event_id(const m0_req *req, uint64_t *ret)
         return true;
 }
 
-void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res)
+int m0__sse_head(struct m0_loop *l, const m0_res *res, bool close, struct m0_buf *w)
 {
-        struct m0_loop *l = c->loop;
-        struct m0_buf *w = &l->wbuf;
         static const char head[] = "HTTP/1.1 200 OK\r\nServer: m0\r\n";
         static const char kind[] = "Content-Type: text/event-stream\r\n"
                                    "Cache-Control: no-cache\r\n"
                                    "X-Accel-Buffering: no\r\n";
+        static const char conn_close[] = "Connection: close\r\n";
         int r = m0__buf_append(w, head, sizeof(head) - 1);
         if (r == 0)
                 r = m0__buf_append(w, l->date, l->date_len);
@@ -74,7 +73,19 @@ void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res)
                 r = m0__buf_append(w, kind, sizeof(kind) - 1);
         if (r == 0)
                 r = m0__buf_append(w, res->head.data, res->head.len);
-        static const char open[] = "\r\n: open\n\n";
+        if (r == 0 && close)
+                r = m0__buf_append(w, conn_close, sizeof(conn_close) - 1);
+        if (r == 0)
+                r = m0__buf_append(w, "\r\n", 2);
+        return r;
+}
+
+void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res)
+{
+        struct m0_loop *l = c->loop;
+        struct m0_buf *w = &l->wbuf;
+        static const char open[] = ": open\n\n";
+        int r = m0__sse_head(l, res, false, w);
         if (r == 0)
                 r = m0__buf_append(w, open, sizeof(open) - 1);
         if (r < 0) {

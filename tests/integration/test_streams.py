@@ -364,3 +364,46 @@ def test_S2_sigterm_with_a_step_in_flight_exits_0():
         check(not any("past the drain's bound" in ln for ln in log), s.log_text())
         eq(log[-1], "m0[host_check]: stopped", "last log line")
         s.close_conns()
+
+
+def test_H6_head_on_a_stream_route_is_the_head_then_the_next_request():
+    """HEAD /events, then a pipelined GET /health on the same connection: the stream's head
+    with no body, then /health's answer; the connection stays open (SPEC H6)."""
+    with Server("host_check") as s:
+        s.wait_ready()
+        c = s.connect()
+        c.send(b"HEAD /events HTTP/1.1\r\nHost: t\r\n\r\nGET /health HTTP/1.1\r\nHost: t\r\n\r\n")
+        r = c.read_response(head=True, timeout=5)
+        eq((r.status, r.header("Content-Type")), (200, "text/event-stream"), "HEAD /events")
+        eq(r.header("Cache-Control"), "no-cache", "HEAD /events: Cache-Control")
+        eq((r.header("Content-Length"), r.header("Connection")), (None, None), "framing headers")
+        eq(r.header("x-worker"), "0", "the app's own headers are in the head")
+        r = c.read_response(timeout=5)
+        eq((r.status, r.body), (200, b"ok\n"), "GET /health after HEAD /events")
+        eq(c.buf, b"", "bytes after /health's answer (no stream body)")
+        eq(c.get("/health").status, 200, "the connection goes on")
+        eq(s.stop(), 0, "exit status")
+
+
+def test_H6_curl_head_on_a_stream_then_another_url():
+    """curl -I on a stream and then a second URL over the same connection: both heads, no
+    wait for a body that never ends."""
+    import subprocess
+
+    with Server("host_check") as s:
+        s.wait_ready()
+        base = f"http://127.0.0.1:{s.port}"
+        p = subprocess.run(
+            ["curl", "-sS", "-I", "--max-time", "5", f"{base}/events", f"{base}/health"],
+            capture_output=True,
+            timeout=10,
+        )
+        eq(p.returncode, 0, f"curl's exit status; stderr {p.stderr!r}")
+        heads = p.stdout.decode("latin-1").split("\r\n\r\n")
+        eq(heads[-1], "", f"curl's output ends with the second head: {p.stdout!r}")
+        eq(len(heads), 3, f"two heads in {p.stdout!r}")
+        check(heads[0].startswith("HTTP/1.1 200 OK\r\n"), f"first head {heads[0]!r}")
+        check("\r\nContent-Type: text/event-stream" in heads[0], f"first head {heads[0]!r}")
+        check(heads[1].startswith("HTTP/1.1 200 OK\r\n"), f"second head {heads[1]!r}")
+        check("\r\nContent-Length: 3" in heads[1], f"second head {heads[1]!r}")
+        eq(s.stop(), 0, "exit status")
