@@ -449,6 +449,8 @@ struct m0_loop {
         uint64_t bus_last;       /* the newest frame id this loop has delivered */
         uint64_t bus_lost;       /* frames the ring dropped before this loop took them */
         uint64_t streams_cut;    /* streams closed because their backlog passed its bound */
+        uint64_t streams_unread; /* streams closed at the stop with frames their client had not
+                                    taken */
         uint64_t next_heartbeat_ms;
 
         /* The request the loop is serving, read by the watchdog; kept only when it is on. */

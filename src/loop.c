@@ -359,11 +359,12 @@ void *m0__loop_main(void *arg)
                 m0__pool_stop(&l->pool);
                 m0__log(M0_LOG_INFO, l->index, NULL,
                         "loop stopped: accepted %llu, passed %llu, received %llu, requests %llu, "
-                        "connections refused %llu, slow streams closed %llu, bus frames lost %llu",
+                        "connections refused %llu, slow streams closed %llu, streams closed "
+                        "unread at the stop %llu, bus frames lost %llu",
                         (unsigned long long)l->accepted, (unsigned long long)l->passed,
                         (unsigned long long)l->received, (unsigned long long)l->requests,
                         (unsigned long long)l->refused_conns, (unsigned long long)l->streams_cut,
-                        (unsigned long long)l->bus_lost);
+                        (unsigned long long)l->streams_unread, (unsigned long long)l->bus_lost);
         }
         if (h->app->free && l->state)
                 h->app->free(l->state);

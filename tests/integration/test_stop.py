@@ -126,3 +126,45 @@ def test_X1_L4_stop_under_connection_churn_loses_no_hand_off():
             eq(passed, received, f"round {rnd}: passed vs received; log:\n{s.log_text()}")
             answered = sum(1 for r in results if r[0] == "answered")
             check(answered > 0 and passed > 0, f"round {rnd}: no load reached both loops")
+
+
+def test_X1_X2_stream_that_stopped_reading_does_not_fail_the_stop():
+    """A stream whose client stopped reading, with a backlog of frames it has not taken, and a
+    reading stream beside it: SIGTERM with --drain-timeout-ms 1000 closes the stalled one at
+    the drain without waiting for it, the reading one gets its farewell, nothing is cut, exit 0
+    well before the bound (a stream's farewell is best effort)."""
+    env = {"M0_HOSTCHECK_PERIOD_MS": 1}
+    with Server("host_check", env=env, args=["--drain-timeout-ms", "1000"], start=False) as s:
+        # Small kernel buffers on both ends, so the backlog builds within a fraction of a second.
+        s.listeners[0][2].setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        s.start()
+        s.wait_ready()
+        good = s.connect()
+        good.request("GET", "/events")
+        eq(good.read_head(5).status, 200, "the reading stream")
+        stalled = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stalled.connect(s.tcp_addr)
+        stalled.sendall(b"GET /events HTTP/1.1\r\nHost: test\r\n\r\n")
+        # About 45 bytes a millisecond: the 8 KiB or so of kernel buffer is full long before.
+        deadline = time.monotonic() + 0.6
+        while time.monotonic() < deadline:
+            good._fill(1)
+            good.buf = good.buf[-64:]
+        t0 = time.monotonic()
+        s.send_signal(signal.SIGTERM)
+        while good._fill(5):
+            good.buf = good.buf[-64:]
+        check(good.buf.endswith(b": bye\n\n"), f"the reading stream's last bytes {good.buf!r}")
+        good.close()
+        rc = s.wait_exit(5)
+        took = time.monotonic() - t0
+        stalled.close()
+        eq(rc, 0, f"exit status; log:\n{s.log_text()}")
+        check(took < 0.9, f"the stop waited {took:.2f}s for a client that does not read")
+        log = s.log_lines()
+        check(not any("cut" in ln for ln in log), f"a connection was cut:\n{s.log_text()}")
+        stopped = [ln for ln in log if "loop stopped:" in ln]
+        eq(len(stopped), 1, f"loop stopped lines: {stopped}")
+        m = re.search(r"streams closed unread at the stop (\d+)", stopped[0])
+        check(m and int(m.group(1)) == 1, f"stalled streams in {stopped[0]!r}")
