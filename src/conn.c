@@ -44,28 +44,67 @@ static void timer_unlink(struct m0_conn *c)
         c->tcls = M0_TIMER_NONE;
 }
 
-void m0__timer_set(struct m0_conn *c, enum m0_timer_class cls)
+/*
+ * Put `c` in class `cls` at `deadline`, keeping the class in deadline order. A deadline counted
+ * from now goes at the tail at once; a head or body deadline restored after an answer went out
+ * (wait_read) is older, and steps back past the few entries that are later.
+ */
+static void timer_set_at(struct m0_conn *c, enum m0_timer_class cls, uint64_t deadline)
 {
         timer_unlink(c);
-        if (cls == M0_TIMER_NONE)
-                return;
         struct m0_conn_list *q = &c->loop->timers[cls];
+        struct m0_conn *before = q->tail;
+        while (before && before->deadline > deadline)
+                before = before->tprev;
         c->tcls = cls;
-        c->deadline = c->loop->now_ms + class_ms(c->loop, cls);
-        c->tprev = q->tail;
-        c->tnext = NULL;
-        if (q->tail)
-                q->tail->tnext = c;
+        c->deadline = deadline;
+        c->tprev = before;
+        c->tnext = before ? before->tnext : q->head;
+        if (c->tnext)
+                c->tnext->tprev = c;
+        else
+                q->tail = c;
+        if (before)
+                before->tnext = c;
         else
                 q->head = c;
-        q->tail = c;
 }
 
-/* Enter `cls` unless already in it: a head's deadline counts from its first byte, not its last. */
-static void timer_enter(struct m0_conn *c, enum m0_timer_class cls)
+void m0__timer_set(struct m0_conn *c, enum m0_timer_class cls)
 {
-        if (c->tcls != cls)
-                m0__timer_set(c, cls);
+        if (cls == M0_TIMER_NONE)
+                timer_unlink(c);
+        else
+                timer_set_at(c, cls, c->loop->now_ms + class_ms(c->loop, cls));
+}
+
+/*
+ * The message being read has a deadline of its own (H2): its head's from the head's first byte,
+ * its body's from the end of the head. It holds whatever else the connection waits for in the
+ * meantime, an answer the client is slow to take included, so it is kept apart from the timer.
+ */
+static void read_begin(struct m0_conn *c, enum m0_timer_class cls)
+{
+        c->read_cls = (uint8_t)cls;
+        c->read_deadline = c->loop->now_ms + class_ms(c->loop, cls);
+}
+
+/* Wait on the deadline of the message being read. */
+static void wait_read(struct m0_conn *c)
+{
+        if (c->tcls != c->read_cls || c->deadline != c->read_deadline)
+                timer_set_at(c, c->read_cls, c->read_deadline);
+}
+
+/* Output the client has not taken: the write-stall bound counts from now, unless the message
+ * being read must be whole sooner. */
+static void wait_write(struct m0_conn *c)
+{
+        uint64_t stall = c->loop->now_ms + class_ms(c->loop, M0_TIMER_WRITE);
+        if (c->read_deadline && !c->closing && c->read_deadline < stall)
+                wait_read(c);
+        else
+                timer_set_at(c, M0_TIMER_WRITE, stall);
 }
 
 uint64_t m0__conn_deadline(const struct m0_conn *c)
@@ -168,7 +207,10 @@ static int on_message_begin(llhttp_t *p)
         c->req_started = false;
         c->err_status = 0;
         c->body.len = 0;
-        timer_enter(c, M0_TIMER_HEAD);
+        /* Its first byte may have come before this parse (on_readable, keep_rest). */
+        if (!c->read_deadline)
+                read_begin(c, M0_TIMER_HEAD);
+        wait_read(c);
         return 0;
 }
 
@@ -204,6 +246,7 @@ static int on_headers_complete(llhttp_t *p)
         }
         c->indexed = !has_body;
         c->head_len = (uint32_t)hl;
+        c->read_deadline = 0; /* the head is whole */
         if ((p->flags & F_CONTENT_LENGTH) && p->content_length > cfg->max_body_bytes) {
                 c->err_status = 413;
                 return -1;
@@ -214,7 +257,8 @@ static int on_headers_complete(llhttp_t *p)
         }
         c->phase = PH_BODY;
         if (has_body) {
-                timer_enter(c, M0_TIMER_BODY);
+                read_begin(c, M0_TIMER_BODY);
+                wait_read(c);
                 /* Expect: 100-continue — ask for the body the client is holding back. */
                 if (p->http_minor >= 1) {
                         const char *e = head;
@@ -257,7 +301,8 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
 
 static int on_message_complete(llhttp_t *p)
 {
-        (void)p;
+        struct m0_conn *c = p->data;
+        c->read_deadline = 0; /* the body is whole */
         /* Stop here so the request is answered before the next pipelined one is parsed. */
         return HPE_PAUSED;
 }
@@ -518,7 +563,7 @@ static bool flush(struct m0_conn *c)
         }
         if (c->out.len > c->out_off) {
                 (void)set_events(c, EPOLLOUT);
-                m0__timer_set(c, M0_TIMER_WRITE);
+                wait_write(c);
                 return false;
         }
         if (c->busy) {
@@ -536,8 +581,10 @@ static bool flush(struct m0_conn *c)
                 timer_unlink(c); /* a stream is not idle: heartbeats keep it alive */
                 return false;
         }
-        if (c->phase != PH_IDLE)
+        if (c->phase != PH_IDLE) {
+                wait_read(c); /* the head or body goes on arriving, against its own deadline */
                 return false;
+        }
         if (c->rlen > c->rpos)
                 return true; /* stopped at max_output_bytes: the rest is parsed now */
         m0__timer_set(c, M0_TIMER_IDLE);
@@ -558,12 +605,18 @@ static void keep_rest(struct m0_conn *c, char *base, size_t len, size_t pos)
                 rbuf_release(c); /* a stream reads nothing more */
                 return;
         }
-        if (c->phase == PH_HEAD && c->req_started)
+        if (c->phase == PH_HEAD && c->req_started) {
                 r = stash(c, base, c->req_off, len, len);
-        else if (c->phase == PH_BODY)
+        } else if (c->phase == PH_BODY) {
                 r = stash(c, base, c->req_off, c->req_off + c->head_len, c->req_off + c->head_len);
-        else
+        } else {
                 r = stash(c, base, pos, len, pos);
+                /* Bytes of the next request, held unparsed behind an answer the client has not
+                 * taken: its head's deadline counts from now, when they arrived. Behind a pool
+                 * job the wait is the host's, and the deadline starts when parsing resumes. */
+                if (pos < len && !c->busy && !c->read_deadline)
+                        read_begin(c, M0_TIMER_HEAD);
+        }
         if (r < 0) {
                 rbuf_release(c);
                 refuse(c, 503);
@@ -631,8 +684,10 @@ static void on_readable(struct m0_conn *c)
                 m0__conn_close(c); /* every complete request was answered as it arrived */
                 return;
         }
-        if (c->phase == PH_IDLE)
-                timer_enter(c, M0_TIMER_HEAD);
+        if (c->phase == PH_IDLE && !c->read_deadline) {
+                read_begin(c, M0_TIMER_HEAD); /* from the head's first byte (H2) */
+                wait_read(c);
+        }
         size_t pos = process(c, l->rscratch, (size_t)n, 0);
         keep_rest(c, l->rscratch, (size_t)n, pos);
         if (flush(c))
@@ -646,7 +701,7 @@ static void on_writable(struct m0_conn *c)
                 return; /* closed, or still full: no progress */
         c->out_off += (size_t)w;
         if (c->out_off < c->out.len) {
-                m0__timer_set(c, M0_TIMER_WRITE); /* progress: the bound counts from here */
+                wait_write(c); /* progress: the stall bound counts from here */
                 return;
         }
         m0__buf_free(&c->out);
@@ -737,7 +792,7 @@ int m0__conn_send(struct m0_conn *c, const void *data, size_t len)
                 return 0;
         int r = keep_unsent(c, (const char *)data + w, len - (size_t)w);
         (void)set_events(c, EPOLLOUT);
-        m0__timer_set(c, M0_TIMER_WRITE);
+        wait_write(c);
         return r;
 }
 
@@ -763,6 +818,7 @@ void m0__conn_timer_fire(struct m0_conn *c)
         case M0_TIMER_HEAD:
         case M0_TIMER_BODY:
                 timer_unlink(c);
+                c->read_deadline = 0;
                 refuse(c, 408);
                 (void)flush(c);
                 break;

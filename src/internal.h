@@ -352,6 +352,10 @@ struct m0_conn {
 
         enum m0_timer_class tcls;
         uint64_t deadline;
+        /* The deadline of the head or body being read (H2), 0 when none is; `read_cls` is
+         * M0_TIMER_HEAD or M0_TIMER_BODY. Kept apart from the timer, which may wait on output. */
+        uint64_t read_deadline;
+        uint8_t read_cls;
         struct m0_conn *tprev, *tnext;
 
         /* A server-sent event stream (S1): the connection parses nothing more. */

@@ -168,3 +168,76 @@ def test_X1_X2_stream_that_stopped_reading_does_not_fail_the_stop():
         eq(len(stopped), 1, f"loop stopped lines: {stopped}")
         m = re.search(r"streams closed unread at the stop (\d+)", stopped[0])
         check(m and int(m.group(1)) == 1, f"stalled streams in {stopped[0]!r}")
+
+
+def _head_timeout_behind_an_answer(body_bytes):
+    """One write: POST /echo with `body_bytes` and the first bytes of a next head; then one
+    head byte every 0.25 s; the client reads nothing for 2 s, then everything. The head's
+    deadline (--header-timeout-ms 1000, from its first byte) passed while the echo was still
+    being written: the 408 follows the echo at once, then the end of the connection."""
+    env = {"M0_MAX_BODY_BYTES": 16 << 20, "M0_HEADER_TIMEOUT_MS": 1000}
+    with Server("host_check", env=env, start=False) as s:
+        s.listeners[0][2].setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        s.start()
+        s.wait_ready()
+        c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        c.connect(s.tcp_addr)
+        body = bytes(range(256)) * (body_bytes // 256)
+        first = build_request("POST", "/echo", [], body) + b"GET /health HTTP/1.1\r\nHo"
+        done = threading.Event()
+
+        def writer():
+            try:
+                c.sendall(first)
+                for ch in b"st: t\r\nX-Slow: 1234567890":
+                    if done.wait(0.25):
+                        return
+                    c.sendall(bytes([ch]))
+            except OSError:
+                pass  # closed by the host after its 408: what this test expects
+
+        t = threading.Thread(target=writer, daemon=True)
+        t.start()
+        time.sleep(2.0)
+        c.settimeout(10)
+        got = b""
+        t_echo_end = t_408 = None
+        want_head = f"HTTP/1.1 200 OK\r\n".encode()
+        while True:
+            try:
+                data = c.recv(1 << 20)
+            except (ConnectionResetError, socket.timeout):
+                data = b""
+            now = time.monotonic()
+            if not data:
+                break
+            got += data
+            i = got.find(b"\r\n\r\n")
+            if t_echo_end is None and i >= 0 and len(got) >= i + 4 + len(body):
+                t_echo_end = now
+            if t_408 is None and b"HTTP/1.1 408 " in got[len(body) :]:
+                t_408 = now
+        t_eof = time.monotonic()
+        done.set()
+        c.close()
+        check(got.startswith(want_head), f"first answer {got[:60]!r}")
+        i = got.index(b"\r\n\r\n") + 4
+        eq(got[i : i + len(body)] == body, True, "the echoed body, whole")
+        rest = got[i + len(body) :]
+        check(rest.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), f"after the echo: {rest[:80]!r}")
+        check(b"\r\nConnection: close\r\n" in rest, f"the 408's head {rest!r}")
+        check(t_408 is not None and t_408 - t_echo_end < 0.5,
+              f"the 408 came {None if t_408 is None else round(t_408 - t_echo_end, 2)}s after the echo")
+        check(t_eof - t_echo_end < 0.6, f"the connection ended {t_eof - t_echo_end:.2f}s after the echo")
+        eq(s.stop(), 0, "exit status")
+
+
+def test_H2_header_timeout_behind_an_answer_within_the_output_bound():
+    """The next head is parsed before the answer is out (512 KiB, under --max-output-bytes)."""
+    _head_timeout_behind_an_answer(512 << 10)
+
+
+def test_H2_header_timeout_behind_an_answer_past_the_output_bound():
+    """The next head waits unparsed behind a 12 MiB answer (over --max-output-bytes)."""
+    _head_timeout_behind_an_answer(12 << 20)
