@@ -1,59 +1,87 @@
 /* SPDX-License-Identifier: MIT */
-/* notes: an app that keeps secrets (SPEC A4): a login, signed session cookies, notes on disk. */
+/* notes: an app that keeps secrets (SPEC A4): users, Argon2id logins, signed sessions, SQLite. */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
+#include <jansson.h>
 #include <m0.h>
+#include <sqlite3.h>
 
-#include "notes-crypto.h"
-#include "notes-json.h"
-#include "notes-store.h"
+#include "notes.h"
 
 #define COOKIE "m0notes"
-#define KEY_MIN_BYTES 32
-#define KEY_MAX_BYTES 64
-#define NONCE_BYTES (NOTES_NONCE_HEX / 2)
-#define MAC_HEX (2 * NOTES_SHA256_LEN)
-#define EXPIRY_DIGITS_MAX 18 /* below 2^63, whatever the digits */
-#define ID_DIGITS_MAX 18
+#define MAC_HEX (2 * crypto_auth_BYTES)
+#define NUM_DIGITS_MAX 18 /* a uid, an expiry or a note id: below 2^63, whatever the digits */
+/* `<uid>.<expiry>.<nonce>`, the part of the cookie under the MAC. */
+#define PAYLOAD_MAX (NUM_DIGITS_MAX + 1 + NUM_DIGITS_MAX + 1 + NOTES_NONCE_HEX)
 /* The longest body a note request needs: every byte of title and body escaped as \u00XX. */
 #define NOTE_REQUEST_MAX (6 * (NOTES_TITLE_MAX + NOTES_BODY_MAX) + 1024)
 #define LOGIN_REQUEST_MAX 4096
 
 /* The one answer to a request without a valid session, whatever was wrong with it. */
 #define UNAUTHORIZED "{\"error\":\"login required\"}\n"
+#define LOGIN_FORM "{\"error\":\"the body must be user=<name>&password=<form-encoded>\"}\n"
 
-/* The app's knobs (M0_NOTES_*), read by `check` on the coordinator and again by `make`. */
+/* The app's knobs (M0_NOTES_*), read by `check` on the coordinator and again by every `make`. */
 struct config {
-        uint8_t key[KEY_MAX_BYTES];
-        size_t key_len;
-        const char *password; /* the environment's; hashed by make, never kept */
+        char admin_hash[NOTES_HASH_MAX];
+        unsigned long long admin_ops; /* its Argon2id passes and memory: the dummy's too */
+        size_t admin_mem;
         long session_s;
-        long max_notes;
-        long max_bytes;
+        long max_notes; /* per user */
+        long max_bytes; /* per user */
         long max_revoked;
+        long busy_ms;
         int secure;
         char dir[PATH_MAX];
 };
 
-/* The one handler's state (max_threads = 1): the store, and scratch space for a request. */
+/* One handler's state: its own SQLite connection, and copies of what every handler shares. */
 struct state {
         struct config cfg;
-        uint8_t password_mac[NOTES_SHA256_LEN];
-        struct notes_store store;
-        unsigned long long wrong_passwords, notes_full, bytes_full, save_failures;
-        char title[NOTES_TITLE_MAX + 1];
-        char body[NOTES_BODY_MAX + 1];
+        notes_db *db;
+        uint8_t key[NOTES_KEY_BYTES];
+        char dummy[NOTES_HASH_MAX];
 };
+
+/*
+ * Made once, by the first `make` to take the lock, and only read after: the session key, the
+ * dummy hash, and the outcome of the one import. Every later `make` copies it under the lock,
+ * so no handler reads it while it is written.
+ */
+static struct {
+        pthread_mutex_t lock;
+        bool done;
+        int error; /* the first make's failure, given to every make after it */
+        char err[PATH_MAX + 256];
+        uint8_t key[NOTES_KEY_BYTES];
+        char dummy[NOTES_HASH_MAX];
+} shared = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/*
+ * Logouts whose write failed: refused by every handler of this process all the same (failing
+ * closed), up to M0_NOTES_MAX_REVOKED of them. Any handler writes and reads, under the lock.
+ */
+struct unsaved {
+        int64_t uid, expiry;
+        char nonce[NOTES_NONCE_HEX + 1];
+};
+static struct {
+        pthread_mutex_t lock;
+        struct unsaved *v;
+        size_t n, cap;
+} unsaved = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Bounds clients reached, counted for the whole process; any handler adds. */
+static atomic_ullong failed_logins, notes_full, bytes_full, save_failures;
 
 /* ---- configuration ---- */
 
@@ -68,37 +96,6 @@ static int refuse(char *finding, size_t flen, char *fix, size_t xlen, const char
         va_end(ap);
         snprintf(fix, xlen, "%s", fix_text);
         return -EINVAL;
-}
-
-/* A decimal whole number in [min, max]: digits only, as the host's own knobs are read. */
-static int parse_long(const char *v, long min, long max, long *ret)
-{
-        long n = 0;
-        if (!*v)
-                return -EINVAL;
-        for (const char *p = v; *p; p++) {
-                if (*p < '0' || *p > '9' || n > (LONG_MAX - (*p - '0')) / 10)
-                        return -EINVAL;
-                n = n * 10 + (*p - '0');
-        }
-        if (n < min || n > max)
-                return -ERANGE;
-        *ret = n;
-        return 0;
-}
-
-static int number_knob(const char *var, long def, long min, long max, const char *unit, long *ret,
-                       char *finding, size_t flen, char *fix, size_t xlen)
-{
-        const char *v = getenv(var);
-        *ret = def;
-        if (!v || parse_long(v, min, max, ret) == 0)
-                return 0;
-        char how[160];
-        snprintf(how, sizeof(how), "set %s to %s, %ld to %ld, or unset it for %ld", var, unit, min,
-                 max, def);
-        return refuse(finding, flen, fix, xlen, how,
-                      "%s='%s' is not a whole number from %ld to %ld", var, v, min, max);
 }
 
 /* The booleans the host itself reads (doc/configuration.md). */
@@ -122,81 +119,65 @@ static int bool_knob(const char *var, int def, int *ret, char *finding, size_t f
         return refuse(finding, flen, fix, xlen, how, "%s='%s' is not on or off", var, v);
 }
 
+#define HASH_FIX                                                                                   \
+        "set M0_NOTES_ADMIN_HASH to what `notes --hash-password` prints for the password it "      \
+        "reads "                                                                                   \
+        "on stdin"
+
 /*
- * Where the notes live: M0_NOTES_DIR when set, else the first of systemd's STATE_DIRECTORY
- * paths (StateDirectory= may name several, joined by ':'). It must be a writable directory.
+ * The user admin's Argon2id hash: M0_NOTES_ADMIN_HASH, or M0_NOTES_PASSWORD_HASH, the name
+ * SPEC A4 gives it. A password in plain text, or a session key, in the environment is refused:
+ * neither is read any more, and a secret left there would be the one an attacker wants.
  */
-static int state_dir(struct config *c, char *finding, size_t flen, char *fix, size_t xlen)
+static int admin_hash(struct config *c, char *finding, size_t flen, char *fix, size_t xlen)
 {
-        static const char how[] = "run under systemd with StateDirectory= or set M0_NOTES_DIR to a "
-                                  "writable directory";
-        const char *v = getenv("M0_NOTES_DIR");
-        const char *var = "M0_NOTES_DIR";
-        size_t n;
-        if (v) {
-                n = strlen(v);
-        } else {
-                v = getenv("STATE_DIRECTORY");
-                var = "STATE_DIRECTORY";
-                if (!v)
-                        return refuse(finding, flen, fix, xlen, how,
-                                      "no state directory: neither M0_NOTES_DIR nor "
-                                      "STATE_DIRECTORY is set");
-                n = strcspn(v, ":");
-        }
-        if (n == 0)
-                return refuse(finding, flen, fix, xlen, how, "%s is empty", var);
-        if (n >= sizeof(c->dir))
-                return refuse(finding, flen, fix, xlen, how, "%s is longer than PATH_MAX", var);
-        memcpy(c->dir, v, n);
-        c->dir[n] = '\0';
-        struct stat st;
-        if (stat(c->dir, &st) < 0)
-                return refuse(finding, flen, fix, xlen, how, "%s='%s': %s", var, c->dir,
-                              strerror(errno));
-        if (!S_ISDIR(st.st_mode))
-                return refuse(finding, flen, fix, xlen, how, "%s='%s' is not a directory", var,
-                              c->dir);
-        if (access(c->dir, W_OK | X_OK) < 0)
-                return refuse(finding, flen, fix, xlen, how, "%s='%s' is not writable: %s", var,
-                              c->dir, strerror(errno));
+        if (getenv("M0_NOTES_PASSWORD"))
+                return refuse(finding, flen, fix, xlen, HASH_FIX ", and remove M0_NOTES_PASSWORD",
+                              "M0_NOTES_PASSWORD is set: a password in plain text is not read");
+        if (getenv("M0_NOTES_KEY"))
+                return refuse(finding, flen, fix, xlen,
+                              "remove M0_NOTES_KEY: notes makes its key, session.key, in the state "
+                              "directory at the first start",
+                              "M0_NOTES_KEY is set: sessions are signed with a key notes keeps in "
+                              "its state directory");
+        const char *a = getenv("M0_NOTES_ADMIN_HASH"), *b = getenv("M0_NOTES_PASSWORD_HASH");
+        if (a && b && strcmp(a, b) != 0)
+                return refuse(finding, flen, fix, xlen,
+                              "set only M0_NOTES_ADMIN_HASH (M0_NOTES_PASSWORD_HASH is another "
+                              "name for it)",
+                              "M0_NOTES_ADMIN_HASH and M0_NOTES_PASSWORD_HASH are both set, and "
+                              "differ");
+        const char *var = a ? "M0_NOTES_ADMIN_HASH" : "M0_NOTES_PASSWORD_HASH";
+        const char *h = a ? a : b;
+        if (!h)
+                return refuse(finding, flen, fix, xlen, HASH_FIX,
+                              "M0_NOTES_ADMIN_HASH is not set: the user admin logs in with it");
+        /* A hash is not the password, but it is what a guesser works on: its length only. */
+        if (notes_hash_params(h, &c->admin_ops, &c->admin_mem) < 0)
+                return refuse(finding, flen, fix, xlen, HASH_FIX,
+                              "%s (%zu characters) is not an Argon2id string", var, strlen(h));
+        snprintf(c->admin_hash, sizeof(c->admin_hash), "%s", h);
         return 0;
 }
 
 static int config_read(struct config *c, char *finding, size_t flen, char *fix, size_t xlen)
 {
-        static const char key_fix[] =
-                "set M0_NOTES_KEY to 64 hex digits (32 random bytes), e.g. `openssl rand -hex 32`";
         int e;
         memset(c, 0, sizeof(*c));
-        /* The key and the password are secrets: a finding gives their length, never a byte. */
-        const char *key = getenv("M0_NOTES_KEY");
-        if (!key)
-                return refuse(finding, flen, fix, xlen, key_fix,
-                              "M0_NOTES_KEY is not set: sessions are signed with it");
-        size_t kl = strlen(key);
-        if (kl < 2 * KEY_MIN_BYTES || kl > 2 * KEY_MAX_BYTES || kl % 2 ||
-            notes_unhex(key, kl / 2, c->key) < 0)
-                return refuse(finding, flen, fix, xlen, key_fix,
-                              "M0_NOTES_KEY (%zu characters) is not %d to %d hex digits", kl,
-                              2 * KEY_MIN_BYTES, 2 * KEY_MAX_BYTES);
-        c->key_len = kl / 2;
-        c->password = getenv("M0_NOTES_PASSWORD");
-        if (!c->password || !*c->password)
-                return refuse(finding, flen, fix, xlen,
-                              "set M0_NOTES_PASSWORD to the password /login will take",
-                              "M0_NOTES_PASSWORD is %s", c->password ? "empty" : "not set");
-        if ((e = number_knob("M0_NOTES_SESSION_S", 3600, 1, 30L * 86400, "seconds", &c->session_s,
-                             finding, flen, fix, xlen)) < 0 ||
-            (e = number_knob("M0_NOTES_MAX_NOTES", 1000, 1, 100000, "a count", &c->max_notes,
-                             finding, flen, fix, xlen)) < 0 ||
-            (e = number_knob("M0_NOTES_MAX_BYTES", 8L << 20, 1, 256L << 20, "bytes", &c->max_bytes,
-                             finding, flen, fix, xlen)) < 0 ||
-            (e = number_knob("M0_NOTES_MAX_REVOKED", 1024, 1, 65536, "a count", &c->max_revoked,
-                             finding, flen, fix, xlen)) < 0 ||
+        if ((e = admin_hash(c, finding, flen, fix, xlen)) < 0 ||
+            (e = notes_number_knob("M0_NOTES_SESSION_S", 3600, 1, 30L * 86400, "seconds",
+                                   &c->session_s, finding, flen, fix, xlen)) < 0 ||
+            (e = notes_number_knob("M0_NOTES_MAX_NOTES", 1000, 1, 100000, "a count", &c->max_notes,
+                                   finding, flen, fix, xlen)) < 0 ||
+            (e = notes_number_knob("M0_NOTES_MAX_BYTES", 8L << 20, 1, 256L << 20, "bytes",
+                                   &c->max_bytes, finding, flen, fix, xlen)) < 0 ||
+            (e = notes_number_knob("M0_NOTES_MAX_REVOKED", 1024, 1, 65536, "a count",
+                                   &c->max_revoked, finding, flen, fix, xlen)) < 0 ||
+            (e = notes_number_knob("M0_NOTES_BUSY_MS", NOTES_BUSY_MS_DEFAULT, 1, 60000,
+                                   "milliseconds", &c->busy_ms, finding, flen, fix, xlen)) < 0 ||
             (e = bool_knob("M0_NOTES_SECURE_COOKIE", 0, &c->secure, finding, flen, fix, xlen)) < 0)
                 return e;
-        return state_dir(c, finding, flen, fix, xlen);
+        return notes_state_dir(c->dir, sizeof(c->dir), finding, flen, fix, xlen);
 }
 
 /* Runs on the coordinator before any handler exists, for serving and --doctor alike. */
@@ -204,15 +185,13 @@ static int check(char *finding, size_t flen, char *fix, size_t xlen)
 {
         struct config c;
         int e = config_read(&c, finding, flen, fix, xlen);
-        explicit_bzero(c.key, sizeof(c.key));
+        if (e == 0)
+                e = notes_key_check(c.dir, finding, flen, fix, xlen);
         if (e < 0)
                 return e;
-        if (notes_crypto_selftest(finding, flen) < 0) {
-                snprintf(fix, xlen, "this build of notes computes SHA-256 wrongly; rebuild it");
-                return -EIO;
-        }
-        snprintf(finding, flen, "notes in %s; sessions of %ld s; SHA-256 self-test passed", c.dir,
-                 c.session_s);
+        snprintf(finding, flen,
+                 "notes in %s/%s; sessions of %ld s; admin's Argon2id hash: %zu KiB, %llu passes",
+                 c.dir, NOTES_DB, c.session_s, c.admin_mem / 1024, c.admin_ops);
         return 0;
 }
 
@@ -239,17 +218,29 @@ static int reply(m0_res *res, int status, const char *json)
         return m0_res_json(res, status, "%s", json);
 }
 
-static int unauthorized(m0_res *res)
+/* A bound a client reached: counted, and logged at 1, 2, 4, 8, … so no flood reaches the log. */
+static void counted(atomic_ullong *n, const char *what)
 {
-        return reply(res, 401, UNAUTHORIZED);
+        unsigned long long k = atomic_fetch_add(n, 1) + 1;
+        if ((k & (k - 1)) == 0)
+                m0_log(M0_LOG_WARNING, "%s (%llu so far)", what, k);
 }
 
-/* A bound a client reached: counted, and logged at 1, 2, 4, 8, … so no flood reaches the log. */
-static void counted(unsigned long long *n, const char *what)
+/* A write to the database that failed: the reason in the log, a 500 to the client. */
+static int save_failed(struct state *st, m0_res *res, const char *what, int e)
 {
-        ++*n;
-        if ((*n & (*n - 1)) == 0)
-                fprintf(stderr, "notes: %s (%llu so far)\n", what, *n);
+        unsigned long long k = atomic_fetch_add(&save_failures, 1) + 1;
+        m0_log(M0_LOG_ERR, "could not save %s in %s/%s: %s (%s; %llu failures so far)", what,
+               st->cfg.dir, NOTES_DB, notes_db_error(st->db), strerror(-e), k);
+        return reply(res, 500, "{\"error\":\"could not save\"}\n");
+}
+
+/* A read that failed: the database is there but did not answer. */
+static int read_failed(struct state *st, m0_res *res)
+{
+        m0_log(M0_LOG_ERR, "could not read %s/%s: %s", st->cfg.dir, NOTES_DB,
+               notes_db_error(st->db));
+        return reply(res, 500, "{\"error\":\"could not read\"}\n");
 }
 
 /* Wall-clock seconds, as expiries are; not time(), which reads a clock up to a tick behind. */
@@ -262,20 +253,23 @@ static int64_t now_s(void)
 
 /* ---- sessions ---- */
 
-/* The MAC of "<expiry>.<nonce>" under the key, bound to the current generation. */
-static void session_mac(const struct state *st, const char *payload, size_t len,
-                        char out[MAC_HEX + 1])
+struct session {
+        int64_t uid, expiry;
+        char nonce[NOTES_NONCE_HEX + 1];
+};
+
+/*
+ * The MAC of `<uid>.<expiry>.<nonce>`: libsodium's crypto_auth (HMAC-SHA-512-256) under the
+ * session key, of "session:<generation>:" and the payload. The user's generation moves when
+ * their revocation list overflows, which ends every session of theirs at once.
+ */
+static void session_mac(const struct state *st, uint64_t generation, const char *payload,
+                        size_t len, uint8_t mac[crypto_auth_BYTES])
 {
-        char prefix[48];
-        int k = snprintf(prefix, sizeof(prefix),
-                         "session:%llu:", (unsigned long long)st->store.generation);
-        uint8_t mac[NOTES_SHA256_LEN];
-        struct notes_hmac h;
-        notes_hmac_init(&h, st->cfg.key, st->cfg.key_len);
-        notes_hmac_update(&h, prefix, (size_t)k);
-        notes_hmac_update(&h, payload, len);
-        notes_hmac_final(&h, mac);
-        notes_hex(mac, sizeof(mac), out);
+        char msg[32 + PAYLOAD_MAX];
+        int k = snprintf(msg, sizeof(msg), "session:%llu:", (unsigned long long)generation);
+        memcpy(msg + k, payload, len);
+        crypto_auth(mac, (const unsigned char *)msg, (size_t)k + len, st->key);
 }
 
 /* The value of the first m0notes cookie of the request's Cookie fields; NULL when none. */
@@ -314,47 +308,99 @@ static bool lower_hex(const char *p, size_t n)
         return true;
 }
 
-/*
- * Whether the request carries a valid session: `<expiry>.<nonce>.<mac>` with the exact shape,
- * a MAC that matches (compared in constant time), an expiry in the future and no later than
- * one session from now, and a nonce not revoked. The nonce and expiry are returned for logout.
- */
-static bool session_valid(const struct state *st, const m0_req *req,
-                          char ret_nonce[NOTES_NONCE_HEX + 1], int64_t *ret_expiry)
+/* 1 to NUM_DIGITS_MAX decimal digits without a leading zero at v[*pos], then `stop`. */
+static bool take_number(const char *v, size_t len, size_t *pos, char stop, int64_t *ret)
 {
-        size_t len;
-        const char *v = find_cookie(req, &len);
-        if (!v)
+        size_t p = *pos, d = 0;
+        int64_t n = 0;
+        if (p >= len || v[p] < '1' || v[p] > '9')
                 return false;
-        size_t d = 0;
-        int64_t expiry = 0;
-        while (d < len && v[d] >= '0' && v[d] <= '9' && d < EXPIRY_DIGITS_MAX)
-                expiry = expiry * 10 + (v[d++] - '0');
-        if (d == 0 || v[0] == '0' || len != d + 1 + NOTES_NONCE_HEX + 1 + MAC_HEX || v[d] != '.' ||
-            v[d + 1 + NOTES_NONCE_HEX] != '.' || !lower_hex(v + d + 1, NOTES_NONCE_HEX) ||
-            !lower_hex(v + d + 2 + NOTES_NONCE_HEX, MAC_HEX))
+        while (p < len && v[p] >= '0' && v[p] <= '9') {
+                if (++d > NUM_DIGITS_MAX)
+                        return false;
+                n = n * 10 + (v[p++] - '0');
+        }
+        if (p >= len || v[p] != stop)
                 return false;
-        char mac[MAC_HEX + 1];
-        size_t payload = d + 1 + NOTES_NONCE_HEX;
-        session_mac(st, v, payload, mac);
-        if (!notes_ct_equal(mac, v + payload + 1, MAC_HEX))
-                return false;
-        int64_t now = now_s();
-        if (expiry <= now || expiry > now + st->cfg.session_s)
-                return false;
-        memcpy(ret_nonce, v + d + 1, NOTES_NONCE_HEX);
-        ret_nonce[NOTES_NONCE_HEX] = '\0';
-        if (notes_store_is_revoked(&st->store, ret_nonce))
-                return false;
-        *ret_expiry = expiry;
+        *pos = p + 1;
+        *ret = n;
         return true;
 }
 
-static bool authorized(const struct state *st, const m0_req *req)
+/*
+ * Whether the request carries a valid session: `<uid>.<expiry>.<nonce>.<mac>` with the exact
+ * shape, a user that exists, a MAC that matches under their generation (compared in constant
+ * time), an expiry in the future and no later than one session from now, and a nonce that is
+ * not revoked. 1 and *ret, 0, or -errno when the database did not answer.
+ */
+static int session_valid(struct state *st, const m0_req *req, struct session *ret)
 {
-        char nonce[NOTES_NONCE_HEX + 1];
-        int64_t expiry;
-        return session_valid(st, req, nonce, &expiry);
+        size_t len, pos = 0;
+        const char *v = find_cookie(req, &len);
+        int64_t uid, expiry;
+        if (!v || !take_number(v, len, &pos, '.', &uid) ||
+            !take_number(v, len, &pos, '.', &expiry) ||
+            len != pos + NOTES_NONCE_HEX + 1 + MAC_HEX || v[pos + NOTES_NONCE_HEX] != '.' ||
+            !lower_hex(v + pos, NOTES_NONCE_HEX) ||
+            !lower_hex(v + pos + NOTES_NONCE_HEX + 1, MAC_HEX))
+                return 0;
+        uint64_t generation = 0;
+        int e = notes_db_generation(st->db, uid, &generation);
+        if (e < 0 && e != -ENOENT)
+                return e;
+        /* The MAC is checked for a user that does not exist too: the same work either way. */
+        uint8_t want[crypto_auth_BYTES], got[crypto_auth_BYTES];
+        size_t payload = pos + NOTES_NONCE_HEX;
+        session_mac(st, generation, v, payload, want);
+        if (sodium_hex2bin(got, sizeof(got), v + payload + 1, MAC_HEX, NULL, NULL, NULL) != 0 ||
+            sodium_memcmp(want, got, sizeof(got)) != 0 || e == -ENOENT)
+                return 0;
+        int64_t now = now_s();
+        if (expiry <= now || expiry > now + st->cfg.session_s)
+                return 0;
+        memcpy(ret->nonce, v + pos, NOTES_NONCE_HEX);
+        ret->nonce[NOTES_NONCE_HEX] = '\0';
+        int r = notes_db_is_revoked(st->db, uid, ret->nonce);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        pthread_mutex_lock(&unsaved.lock);
+        for (size_t i = 0; i < unsaved.n && r == 0; i++)
+                r = unsaved.v[i].uid == uid && strcmp(unsaved.v[i].nonce, ret->nonce) == 0;
+        pthread_mutex_unlock(&unsaved.lock);
+        if (r)
+                return 0;
+        ret->uid = uid;
+        ret->expiry = expiry;
+        return 1;
+}
+
+/* Hold a revocation the database did not take, dropping those that expired to make room. */
+static void hold_unsaved(const struct state *st, const struct session *s)
+{
+        int64_t now = now_s();
+        pthread_mutex_lock(&unsaved.lock);
+        if (!unsaved.v) {
+                unsaved.v = calloc((size_t)st->cfg.max_revoked, sizeof(*unsaved.v));
+                unsaved.cap = unsaved.v ? (size_t)st->cfg.max_revoked : 0;
+        }
+        size_t k = 0;
+        for (size_t i = 0; i < unsaved.n; i++)
+                if (unsaved.v[i].expiry > now)
+                        unsaved.v[k++] = unsaved.v[i];
+        unsaved.n = k;
+        bool held = unsaved.n < unsaved.cap;
+        if (held) {
+                struct unsaved *u = &unsaved.v[unsaved.n++];
+                u->uid = s->uid;
+                u->expiry = s->expiry;
+                memcpy(u->nonce, s->nonce, sizeof(u->nonce));
+        }
+        pthread_mutex_unlock(&unsaved.lock);
+        if (!held)
+                m0_log(M0_LOG_ERR,
+                       "a logout that could not be saved is not held either: %zu "
+                       "are held already (M0_NOTES_MAX_REVOKED)",
+                       unsaved.cap);
 }
 
 static int set_cookie(const struct state *st, m0_res *res, const char *value, long max_age)
@@ -365,30 +411,31 @@ static int set_cookie(const struct state *st, m0_res *res, const char *value, lo
 }
 
 /*
- * The `password` field of an application/x-www-form-urlencoded body, '+' and %XX decoded into
- * out (at least len + 1 bytes). -EINVAL: absent, given twice, a bad escape, or a NUL.
+ * The field `name` of an application/x-www-form-urlencoded body, '+' and %XX decoded into out
+ * (at least len + 1 bytes). -EINVAL: absent, given twice, without '=', a bad escape, or a NUL.
  */
-static int form_password(const char *body, size_t len, char *out, size_t *ret_len)
+static int form_field(const char *body, size_t len, const char *name, char *out, size_t *ret_len)
 {
-        static const char name[] = "password=";
-        const size_t nl = sizeof(name) - 1;
+        const size_t nl = strlen(name);
         bool found = false;
         size_t pos = 0;
         while (pos < len) {
                 const char *amp = memchr(body + pos, '&', len - pos);
                 size_t end = amp ? (size_t)(amp - body) : len;
-                if (end - pos >= nl && memcmp(body + pos, name, nl) == 0) {
-                        if (found)
-                                return -EINVAL;
+                if (end - pos >= nl && memcmp(body + pos, name, nl) == 0 &&
+                    (end - pos == nl || body[pos + nl] == '=')) {
+                        if (found || end - pos == nl)
+                                return -EINVAL; /* twice, or without a value */
                         found = true;
                         size_t o = 0;
-                        for (size_t i = pos + nl; i < end; i++) {
+                        for (size_t i = pos + nl + 1; i < end; i++) {
                                 char c = body[i];
                                 if (c == '+') {
                                         c = ' ';
                                 } else if (c == '%') {
-                                        uint8_t b;
-                                        if (i + 2 >= end || notes_unhex(body + i + 1, 1, &b) < 0)
+                                        unsigned char b;
+                                        if (i + 2 >= end || sodium_hex2bin(&b, 1, body + i + 1, 2,
+                                                                           NULL, NULL, NULL) != 0)
                                                 return -EINVAL;
                                         c = (char)b;
                                         i += 2;
@@ -399,28 +446,45 @@ static int form_password(const char *body, size_t len, char *out, size_t *ret_le
                         }
                         out[o] = '\0';
                         *ret_len = o;
-                } else if (end - pos == nl - 1 && memcmp(body + pos, name, nl - 1) == 0) {
-                        return -EINVAL; /* "password" without a value */
                 }
                 pos = end + 1;
         }
         return found ? 0 : -EINVAL;
 }
 
-static void password_mac(const uint8_t *key, size_t key_len, const char *pw, size_t len,
-                         uint8_t out[NOTES_SHA256_LEN])
+/*
+ * Whether `password` is the user's: their Argon2id hash verified, admin's from the environment,
+ * the others' from the database. A user that does not exist has the dummy hash verified
+ * instead, made with admin's parameters, so that the answer takes as long either way and does
+ * not tell which names are users. 1 and *ret_uid, 0, or -errno.
+ */
+static int password_ok(struct state *st, const char *user, size_t ul, const char *pw, size_t pl,
+                       int64_t *ret_uid)
 {
-        struct notes_hmac h;
-        notes_hmac_init(&h, key, key_len);
-        notes_hmac_update(&h, "password:", 9);
-        notes_hmac_update(&h, pw, len);
-        notes_hmac_final(&h, out);
+        char hash[NOTES_HASH_MAX];
+        const char *h = st->dummy;
+        int64_t uid = 0;
+        if (notes_name_ok(user, ul) && strcmp(user, NOTES_ADMIN) == 0) {
+                h = st->cfg.admin_hash;
+                uid = NOTES_ADMIN_UID;
+        } else if (notes_name_ok(user, ul)) {
+                int e = notes_db_user_find(st->db, user, &uid, hash);
+                if (e < 0 && e != -ENOENT)
+                        return e;
+                if (e == 0)
+                        h = hash;
+        }
+        bool ok = crypto_pwhash_str_verify(h, pw, pl) == 0 && h != st->dummy;
+        sodium_memzero(hash, sizeof(hash));
+        if (ok)
+                *ret_uid = uid;
+        return ok;
 }
 
 /*
- * POST /login, body `password=<form-encoded>`: both the given password and the configured one
- * are reduced to an HMAC under the key, and the two MACs compared in constant time, so neither
- * the length nor the first differing byte of the real password shows in the answer's timing.
+ * POST /login, body `user=<name>&password=<password>`, form-encoded. The verification costs
+ * what the user's hash says (about 75 ms for the interactive cost on this class of machine): it
+ * is a blocking route, so it runs on the loop's pool when there is one (D51).
  */
 static int login(m0_req *req, m0_res *res, void *state)
 {
@@ -432,29 +496,35 @@ static int login(m0_req *req, m0_res *res, void *state)
         const char *body = m0_req_body(req, &len);
         if (len > LOGIN_REQUEST_MAX)
                 return reply(res, 413, "{\"error\":\"the login body is at most 4096 bytes\"}\n");
-        char pw[LOGIN_REQUEST_MAX + 1];
-        size_t pw_len;
-        if (form_password(body, len, pw, &pw_len) < 0)
-                return reply(res, 400,
-                             "{\"error\":\"the body must be password=<form-encoded>\"}\n");
-        uint8_t mac[NOTES_SHA256_LEN];
-        password_mac(st->cfg.key, st->cfg.key_len, pw, pw_len, mac);
-        bool ok = notes_ct_equal(mac, st->password_mac, sizeof(mac));
-        explicit_bzero(pw, sizeof(pw));
-        explicit_bzero(mac, sizeof(mac));
+        char user[LOGIN_REQUEST_MAX + 1], pw[LOGIN_REQUEST_MAX + 1];
+        size_t ul, pl;
+        int64_t uid = 0;
+        bool form = form_field(body, len, "user", user, &ul) == 0 &&
+                    form_field(body, len, "password", pw, &pl) == 0;
+        int ok = form ? password_ok(st, user, ul, pw, pl, &uid) : 0;
+        sodium_memzero(pw, sizeof(pw));
+        if (!form)
+                return reply(res, 400, LOGIN_FORM);
+        if (ok < 0)
+                return read_failed(st, res);
         if (!ok) {
-                counted(&st->wrong_passwords, "wrong password at /login");
-                return reply(res, 401, "{\"error\":\"wrong password\"}\n");
+                counted(&failed_logins, "wrong user or password at /login");
+                return reply(res, 401, "{\"error\":\"wrong user or password\"}\n");
         }
-        uint8_t nonce[NONCE_BYTES];
-        if (getrandom(nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce))
-                return -EIO;
-        char value[EXPIRY_DIGITS_MAX + 1 + NOTES_NONCE_HEX + 1 + MAC_HEX + 1];
-        int k = snprintf(value, sizeof(value), "%lld.", (long long)(now_s() + st->cfg.session_s));
-        notes_hex(nonce, sizeof(nonce), value + k);
+        uint64_t generation;
+        if (notes_db_generation(st->db, uid, &generation) < 0)
+                return read_failed(st, res);
+        uint8_t nonce[NOTES_NONCE_BYTES];
+        randombytes_buf(nonce, sizeof(nonce));
+        char value[PAYLOAD_MAX + 1 + MAC_HEX + 1];
+        int k = snprintf(value, sizeof(value), "%lld.%lld.", (long long)uid,
+                         (long long)(now_s() + st->cfg.session_s));
+        sodium_bin2hex(value + k, NOTES_NONCE_HEX + 1, nonce, sizeof(nonce));
         k += NOTES_NONCE_HEX;
+        uint8_t mac[crypto_auth_BYTES];
+        session_mac(st, generation, value, (size_t)k, mac);
         value[k] = '.';
-        session_mac(st, value, (size_t)k, value + k + 1);
+        sodium_bin2hex(value + k + 1, MAC_HEX + 1, mac, sizeof(mac));
         r = set_cookie(st, res, value, st->cfg.session_s);
         return r < 0 ? r : m0_res_status(res, 204);
 }
@@ -468,55 +538,66 @@ static int logout(m0_req *req, m0_res *res, void *state)
                 r = set_cookie(st, res, "", 0);
         if (r < 0)
                 return r;
-        char nonce[NOTES_NONCE_HEX + 1];
-        int64_t expiry;
-        if (session_valid(st, req, nonce, &expiry)) {
-                bool bumped;
-                int e = notes_store_revoke(&st->store, nonce, expiry, now_s(), &bumped);
-                if (bumped)
-                        fprintf(stderr,
-                                "notes: %ld revoked sessions is the bound (M0_NOTES_MAX_REVOKED): "
-                                "every session was ended\n",
-                                st->cfg.max_revoked);
-                if (e < 0) {
-                        /* Revoked in memory all the same: refused until this process ends. */
-                        fprintf(stderr, "notes: could not save a logout: %s\n", strerror(-e));
-                        return reply(res, 500, "{\"error\":\"could not save\"}\n");
-                }
+        struct session s;
+        int v = session_valid(st, req, &s);
+        if (v < 0)
+                return read_failed(st, res);
+        if (v == 0)
+                return m0_res_status(res, 204);
+        bool bumped;
+        int e = notes_db_revoke(st->db, s.uid, s.nonce, s.expiry, now_s(), st->cfg.max_revoked,
+                                &bumped);
+        if (bumped)
+                m0_log(M0_LOG_NOTICE,
+                       "user %lld has %ld revoked sessions, the bound (M0_NOTES_MAX_REVOKED): "
+                       "every session of theirs was ended",
+                       (long long)s.uid, st->cfg.max_revoked);
+        if (e < 0) {
+                /* Refused all the same until this process ends, by every handler. */
+                hold_unsaved(st, &s);
+                return save_failed(st, res, "a logout", e);
         }
         return m0_res_status(res, 204);
 }
 
 /* ---- notes ---- */
 
-static int note_json(m0_res *res, int status, const struct notes_note *n)
+static int note_json(m0_res *res, int status, int64_t id, const char *title, const char *body,
+                     int64_t created, int64_t updated)
 {
-        int r = m0_res_json(res, status, "{\"id\":%llu,\"title\":", (unsigned long long)n->id);
+        int r = m0_res_json(res, status, "{\"id\":%lld,\"title\":", (long long)id);
         if (r == 0)
-                r = m0_res_json_string(res, n->title);
+                r = m0_res_json_string(res, title);
         if (r == 0)
                 r = m0_res_write(res, ",\"body\":", 8);
         if (r == 0)
-                r = m0_res_json_string(res, n->body);
+                r = m0_res_json_string(res, body);
         if (r == 0)
-                r = m0_res_printf(res, ",\"created\":%lld,\"updated\":%lld}\n",
-                                  (long long)n->created, (long long)n->updated);
+                r = m0_res_printf(res, ",\"created\":%lld,\"updated\":%lld}\n", (long long)created,
+                                  (long long)updated);
         return r;
 }
 
-static int list(const struct state *st, m0_res *res)
+static int list(struct state *st, int64_t uid, m0_res *res)
 {
-        int r = m0_res_json(res, 200, "{\"notes\":[");
-        for (size_t i = 0; r == 0 && i < st->store.n; i++) {
-                const struct notes_note *n = st->store.notes[i];
-                r = m0_res_printf(res, "%s{\"id\":%llu,\"title\":", i ? "," : "",
-                                  (unsigned long long)n->id);
+        struct notes_note n;
+        int k = 0, r = m0_res_json(res, 200, "{\"notes\":[");
+        notes_db_list(st->db, uid);
+        for (bool first = true; r == 0 && (k = notes_db_list_next(st->db, &n)) == 1;
+             first = false) {
+                r = m0_res_printf(res, "%s{\"id\":%lld,\"title\":", first ? "" : ",",
+                                  (long long)n.id);
                 if (r == 0)
-                        r = m0_res_json_string(res, n->title);
+                        r = m0_res_json_string(res, n.title);
                 if (r == 0)
-                        r = m0_res_printf(res, ",\"created\":%lld}", (long long)n->created);
+                        r = m0_res_printf(res, ",\"created\":%lld}", (long long)n.created);
         }
-        return r == 0 ? m0_res_write(res, "]}\n", 3) : r;
+        notes_db_release(st->db);
+        if (r < 0)
+                return r;
+        if (k < 0)
+                return read_failed(st, res);
+        return m0_res_write(res, "]}\n", 3);
 }
 
 /* Content-Type is application/json, with parameters or without. */
@@ -541,195 +622,264 @@ static int refused(m0_res *res, int status, const char *json)
 #define TOO_BIG "{\"error\":\"a title holds at most 200 bytes, a body at most 65536\"}\n"
 #define NOT_A_NOTE "{\"error\":\"the body must be {\\\"title\\\":string,\\\"body\\\":string}\"}\n"
 
+/* A note's body as jansson read it; `root` owns the strings. */
+struct note_in {
+        json_t *root;
+        const char *title, *body;
+        size_t tl, bl;
+};
+
 /*
- * The body of POST /notes and PUT /notes/:id: exactly {"title": string, "body": string}, into
- * st->title and st->body (f[0] and f[1] say how long). Returns 0, the status of the answer it
- * wrote instead (> 0), or -errno.
+ * The body of POST /notes and PUT /notes/:id: exactly {"title": string, "body": string} in
+ * UTF-8, read by jansson, which refuses a repeated member (JSON_REJECT_DUPLICATES), anything
+ * after the object, a raw control character, a bad escape, a lone surrogate and \u0000.
+ * Returns 0 (the caller json_decref()s in->root), the status of the answer it wrote instead
+ * (> 0), or -errno.
  */
-static int read_note(struct state *st, const m0_req *req, m0_res *res, struct notes_json_field *f)
+static int read_note(const m0_req *req, m0_res *res, struct note_in *in)
 {
+        *in = (struct note_in){0};
         if (!is_json(req))
                 return refused(res, 415, "{\"error\":\"the body must be application/json\"}\n");
         size_t len;
         const char *body = m0_req_body(req, &len);
         if (len > NOTE_REQUEST_MAX)
                 return refused(res, 413, TOO_BIG);
-        f[0] = (struct notes_json_field){.name = "title",
-                                         .type = NOTES_JSON_STRING,
-                                         .buf = st->title,
-                                         .cap = NOTES_TITLE_MAX};
-        f[1] = (struct notes_json_field){
-                .name = "body", .type = NOTES_JSON_STRING, .buf = st->body, .cap = NOTES_BODY_MAX};
-        ssize_t k = notes_json_object(body, len, f, 2);
-        if (k == -E2BIG)
-                return refused(res, 413, TOO_BIG);
-        size_t rest = k < 0 ? 0 : (size_t)k;
-        while (rest < len && (body[rest] == ' ' || body[rest] == '\t' || body[rest] == '\n' ||
-                              body[rest] == '\r'))
-                rest++;
-        if (k < 0 || rest != len || !f[0].seen || !f[1].seen)
+        json_error_t je;
+        json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+        const json_t *t = json_object_get(root, "title"), *b = json_object_get(root, "body");
+        if (!json_is_object(root) || json_object_size(root) != 2 || !json_is_string(t) ||
+            !json_is_string(b)) {
+                json_decref(root);
                 return refused(res, 400, NOT_A_NOTE);
+        }
+        if (json_string_length(t) > NOTES_TITLE_MAX || json_string_length(b) > NOTES_BODY_MAX) {
+                json_decref(root);
+                return refused(res, 413, TOO_BIG);
+        }
+        *in = (struct note_in){root, json_string_value(t), json_string_value(b),
+                               json_string_length(t), json_string_length(b)};
         return 0;
 }
 
-static int save_failed(struct state *st, m0_res *res, int e)
-{
-        fprintf(stderr, "notes: could not save the notes in %s: %s (%llu failures so far)\n",
-                st->cfg.dir, strerror(-e), ++st->save_failures);
-        return reply(res, 500, "{\"error\":\"could not save\"}\n");
-}
-
-static int no_room(m0_res *res, unsigned long long *count, const char *bound)
+static int no_room(m0_res *res, atomic_ullong *count, const char *bound)
 {
         counted(count, bound);
         return reply(res, 507, "{\"error\":\"no room for this note\"}\n");
 }
 
-static int create(struct state *st, const m0_req *req, m0_res *res)
+#define NOTES_FULL "a note refused: M0_NOTES_MAX_NOTES reached"
+#define BYTES_FULL "a note refused: M0_NOTES_MAX_BYTES reached"
+
+static int create(struct state *st, int64_t uid, const m0_req *req, m0_res *res)
 {
-        struct notes_json_field f[2];
-        int r = read_note(st, req, res, f);
+        struct note_in in;
+        int r = read_note(req, res, &in);
         if (r != 0)
                 return r < 0 ? r : 0;
-        if (st->store.n >= (size_t)st->cfg.max_notes)
-                return no_room(res, &st->notes_full, "a note refused: M0_NOTES_MAX_NOTES reached");
-        if (st->store.bytes + f[0].len + f[1].len > (size_t)st->cfg.max_bytes)
-                return no_room(res, &st->bytes_full, "a note refused: M0_NOTES_MAX_BYTES reached");
-        struct notes_note *n;
-        int e = notes_store_add(&st->store, st->title, f[0].len, st->body, f[1].len, now_s(), &n);
-        if (e < 0)
-                return save_failed(st, res, e);
-        r = m0_res_headerf(res, "Location", "/notes/%llu", (unsigned long long)n->id);
-        return r < 0 ? r : note_json(res, 201, n);
+        int64_t id, now = now_s();
+        int e = notes_db_create(st->db, uid, in.title, in.tl, in.body, in.bl, now,
+                                st->cfg.max_notes, st->cfg.max_bytes, &id);
+        if (e == -EDQUOT)
+                r = no_room(res, &notes_full, NOTES_FULL);
+        else if (e == -EFBIG)
+                r = no_room(res, &bytes_full, BYTES_FULL);
+        else if (e < 0)
+                r = save_failed(st, res, "a note", e);
+        else if ((r = m0_res_headerf(res, "Location", "/notes/%lld", (long long)id)) == 0)
+                r = note_json(res, 201, id, in.title, in.body, now, now);
+        json_decref(in.root);
+        return r;
 }
 
 /* /notes: GET lists, POST creates. Nothing at all without a session. */
 static int notes_root(m0_req *req, m0_res *res, void *state)
 {
         struct state *st = state;
+        struct session s;
         int r = begin(req, res);
         if (r < 0)
                 return r;
-        if (!authorized(st, req))
-                return unauthorized(res);
+        int v = session_valid(st, req, &s);
+        if (v <= 0)
+                return v < 0 ? read_failed(st, res) : reply(res, 401, UNAUTHORIZED);
         const char *m = m0_req_method(req);
         if (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0)
-                return list(st, res);
+                return list(st, s.uid, res);
         if (strcmp(m, "POST") == 0)
-                return create(st, req, res);
+                return create(st, s.uid, req, res);
         r = m0_res_header(res, "Allow", "GET, HEAD, POST");
         return r < 0 ? r : reply(res, 405, "{\"error\":\"method not allowed\"}\n");
 }
 
 /* The id of /notes/<id>: 1 to 18 decimal digits, no sign, no leading zero, nothing after. */
-static bool parse_id(const char *s, uint64_t *ret)
+static bool parse_id(const char *s, int64_t *ret)
 {
-        uint64_t v = 0;
-        if (*s < '1' || *s > '9')
-                return false;
-        for (size_t n = 0; s[n]; n++) {
-                if (s[n] < '0' || s[n] > '9' || n == ID_DIGITS_MAX)
-                        return false;
-                v = v * 10 + (uint64_t)(s[n] - '0');
-        }
-        *ret = v;
-        return true;
+        size_t pos = 0, len = strlen(s);
+        /* take_number wants a stop byte after the digits: the path's NUL is it. */
+        return take_number(s, len + 1, &pos, '\0', ret) && pos == len + 1;
 }
 
-/* /notes/<id>: GET reads, PUT replaces, DELETE deletes. Any path naming no note is a 404. */
+static int replace(struct state *st, int64_t uid, int64_t id, const m0_req *req, m0_res *res)
+{
+        struct note_in in;
+        int r = read_note(req, res, &in);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        int64_t created, now = now_s();
+        int e = notes_db_replace(st->db, uid, id, in.title, in.tl, in.body, in.bl, now,
+                                 st->cfg.max_bytes, &created);
+        if (e == -ENOENT)
+                r = reply(res, 404, "{\"error\":\"no such note\"}\n");
+        else if (e == -EFBIG)
+                r = no_room(res, &bytes_full, BYTES_FULL);
+        else if (e < 0)
+                r = save_failed(st, res, "a note", e);
+        else
+                r = note_json(res, 200, id, in.title, in.body, created, now);
+        json_decref(in.root);
+        return r;
+}
+
+/*
+ * /notes/<id>: GET reads, PUT replaces, DELETE deletes. Any path naming no note of this user
+ * is a 404: another user's note is not there for them, and the answer is the same bytes.
+ */
 static int notes_one(m0_req *req, m0_res *res, void *state)
 {
+        static const char none[] = "{\"error\":\"no such note\"}\n";
         struct state *st = state;
+        struct session s;
         int r = begin(req, res);
         if (r < 0)
                 return r;
-        if (!authorized(st, req))
-                return unauthorized(res);
-        uint64_t id;
-        struct notes_note *n = NULL;
-        if (parse_id(m0_req_path(req) + strlen("/notes/"), &id))
-                n = notes_store_find(&st->store, id);
-        if (!n)
-                return reply(res, 404, "{\"error\":\"no such note\"}\n");
+        int v = session_valid(st, req, &s);
+        if (v <= 0)
+                return v < 0 ? read_failed(st, res) : reply(res, 401, UNAUTHORIZED);
+        int64_t id;
+        if (!parse_id(m0_req_path(req) + strlen("/notes/"), &id))
+                return reply(res, 404, none);
+        struct notes_note n;
+        int e = notes_db_get(st->db, s.uid, id, &n);
+        if (e == -ENOENT)
+                return reply(res, 404, none);
+        if (e < 0)
+                return read_failed(st, res);
         const char *m = m0_req_method(req);
-        if (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0)
-                return note_json(res, 200, n);
+        if (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0) {
+                r = note_json(res, 200, n.id, n.title, n.body, n.created, n.updated);
+                notes_db_release(st->db);
+                return r;
+        }
+        notes_db_release(st->db);
         if (strcmp(m, "DELETE") == 0) {
-                int e = notes_store_delete(&st->store, n, now_s());
-                return e < 0 ? save_failed(st, res, e) : m0_res_status(res, 204);
+                e = notes_db_delete(st->db, s.uid, id);
+                if (e == -ENOENT)
+                        return reply(res, 404, none);
+                return e < 0 ? save_failed(st, res, "a delete", e) : m0_res_status(res, 204);
         }
-        if (strcmp(m, "PUT") == 0) {
-                struct notes_json_field f[2];
-                r = read_note(st, req, res, f);
-                if (r != 0)
-                        return r < 0 ? r : 0;
-                if (st->store.bytes - n->title_len - n->body_len + f[0].len + f[1].len >
-                    (size_t)st->cfg.max_bytes)
-                        return no_room(res, &st->bytes_full,
-                                       "a note refused: M0_NOTES_MAX_BYTES reached");
-                int e = notes_store_replace(&st->store, n, st->title, f[0].len, st->body, f[1].len,
-                                            now_s());
-                if (e < 0)
-                        return save_failed(st, res, e);
-                return note_json(res, 200, notes_store_find(&st->store, id));
-        }
+        if (strcmp(m, "PUT") == 0)
+                return replace(st, s.uid, id, req, res);
         r = m0_res_header(res, "Allow", "GET, HEAD, PUT, DELETE");
         return r < 0 ? r : reply(res, 405, "{\"error\":\"method not allowed\"}\n");
 }
 
-/* ---- the handler ---- */
+/* ---- the handlers ---- */
 
 static void state_free(void *state)
 {
         struct state *st = state;
         if (!st)
                 return;
-        notes_store_close(&st->store);
-        explicit_bzero(st, sizeof(*st));
+        notes_db_close(st->db);
+        sodium_memzero(st, sizeof(*st));
         free(st);
 }
 
-/* Loads the notes on the one loop; max_threads = 1 means there is no other handler to build. */
-static int make(const m0_handler_info *info, void **ret_state, char *err, size_t err_len)
+/* A hash of a random password with admin's parameters: what a login of no user verifies. */
+static int make_dummy(const struct config *c, char out[NOTES_HASH_MAX])
 {
-        if (info->kind != M0_THREAD_LOOP || info->loop != 0 || info->loops != 1) {
-                snprintf(err, err_len, "notes keeps its notes in one handler and runs on one loop");
-                return -EINVAL;
+        uint8_t pw[32];
+        randombytes_buf(pw, sizeof(pw));
+        int r = crypto_pwhash_str(out, (const char *)pw, sizeof(pw), c->admin_ops, c->admin_mem);
+        sodium_memzero(pw, sizeof(pw));
+        return r == 0 ? 0 : -ENOMEM;
+}
+
+/*
+ * The first make's work for every handler: the session key (made on the first start), the
+ * import of an old store, the dummy hash. Later makes copy what it made, or its failure.
+ */
+static int shared_init(struct state *st, char *err, size_t err_len)
+{
+        pthread_mutex_lock(&shared.lock);
+        if (!shared.done) {
+                shared.done = true;
+                size_t imported = 0;
+                shared.error =
+                        notes_key_load(st->cfg.dir, shared.key, shared.err, sizeof(shared.err));
+                if (shared.error == 0)
+                        shared.error = notes_import(st->db, st->cfg.dir, now_s(), &imported,
+                                                    shared.err, sizeof(shared.err));
+                if (shared.error == 0 && imported > 0)
+                        m0_log(M0_LOG_NOTICE,
+                               "imported %zu notes of %s/%s as the user admin's; the file is now "
+                               "%s",
+                               imported, st->cfg.dir, NOTES_OLD_FILE, NOTES_OLD_DONE);
+                if (shared.error == 0 && (shared.error = make_dummy(&st->cfg, shared.dummy)) < 0)
+                        snprintf(shared.err, sizeof(shared.err), "cannot make the dummy hash");
         }
-        struct state *st = calloc(1, sizeof(*st));
-        if (!st)
-                return -ENOMEM;
-        st->store.dirfd = -1;
-        char fix[256];
-        int e = config_read(&st->cfg, err, err_len, fix, sizeof(fix));
-        if (e < 0)
-                goto fail;
-        password_mac(st->cfg.key, st->cfg.key_len, st->cfg.password, strlen(st->cfg.password),
-                     st->password_mac);
-        st->cfg.password = NULL;
-        e = notes_store_open(&st->store, st->cfg.dir, (size_t)st->cfg.max_revoked, now_s(), err,
-                             err_len);
-        if (e < 0)
-                goto fail;
-        *ret_state = st;
-        return 0;
-fail:
-        state_free(st);
+        int e = shared.error;
+        if (e < 0) {
+                snprintf(err, err_len, "%s", shared.err);
+        } else {
+                memcpy(st->key, shared.key, sizeof(st->key));
+                memcpy(st->dummy, shared.dummy, sizeof(st->dummy));
+        }
+        pthread_mutex_unlock(&shared.lock);
         return e;
 }
 
+/*
+ * One state per loop and per pool thread, each with its own SQLite connection: SQLite
+ * serializes the writers and lets the readers run beside them (D51).
+ */
+static int make(const m0_handler_info *info, void **ret_state, char *err, size_t err_len)
+{
+        struct state *st = calloc(1, sizeof(*st));
+        if (!st)
+                return -ENOMEM;
+        char fix[256];
+        int e = config_read(&st->cfg, err, err_len, fix, sizeof(fix));
+        if (e == 0)
+                e = notes_db_open(st->cfg.dir, st->cfg.busy_ms, &st->db, err, err_len);
+        if (e == 0)
+                e = shared_init(st, err, err_len);
+        if (e < 0) {
+                state_free(st);
+                return e;
+        }
+        *ret_state = st;
+        return 0;
+}
+
+/*
+ * Every route reads or writes the database, and /login verifies an Argon2id hash: all of them
+ * are blocking routes, run on the loop's pool when M0_BLOCKING_THREADS gives it one, so that
+ * neither a hash nor an fsync holds up the loop's other connections.
+ */
 static const m0_route routes[] = {
-        {"POST", "/login", login, 0},
-        {"POST", "/logout", logout, 0},
+        {"POST", "/login", login, M0_ROUTE_BLOCKING},
+        {"POST", "/logout", logout, M0_ROUTE_BLOCKING},
         /* Every method: the session is checked before the method, so even a 405 needs one. */
-        {NULL, "/notes", notes_root, 0},
-        {NULL, "/notes/", notes_one, M0_ROUTE_PREFIX},
+        {NULL, "/notes", notes_root, M0_ROUTE_BLOCKING},
+        {NULL, "/notes/", notes_one, M0_ROUTE_PREFIX | M0_ROUTE_BLOCKING},
         {NULL, NULL, NULL, 0},
 };
 
 static const m0_app app = {
         .name = "notes",
-        .max_threads = 1,
+        .max_threads = 0,
         .make = make,
         .free = state_free,
         .routes = routes,
@@ -738,5 +888,10 @@ static const m0_app app = {
 
 int main(int argc, char **argv)
 {
-        return m0_main(&app, argc, argv);
+        if (sodium_init() < 0) {
+                fprintf(stderr, "notes: libsodium cannot start (no random source?)\n");
+                return 1;
+        }
+        int code = notes_cli(argc, argv);
+        return code >= 0 ? code : m0_main(&app, argc, argv);
 }

@@ -12,6 +12,7 @@ import tempfile
 import time
 
 from m0test import KNOBS, Server, build_dir, check, compute_threads_default, eq, free_port
+from notes_util import make_hash
 
 # SPEC R2: the host's checks, in this order; then the app's own when it defines one.
 HOST_CHECKS = [
@@ -28,7 +29,8 @@ SOURCES = {"flag", "env", "default", "socket"}
 
 # Apps, and whether each has a producer (a handler of its own) and an app-defined check.
 APPS = {"host_check": {"producer": True, "check": True, "max_threads": 0},
-        "notes": {"producer": False, "check": True, "max_threads": 1}}
+        "notes": {"producer": False, "check": True, "max_threads": 0},
+        "one_handler": {"producer": False, "check": False, "max_threads": 1}}
 
 
 def _nofile(n):
@@ -289,23 +291,42 @@ def test_D1_table_application():
     ])
 
 
-def test_D1_table_notes_max_threads_1():
-    """notes declares max_threads 1 (R3). Skipped when the build has no notes app."""
-    if not os.access(os.path.join(build_dir(), "apps", "notes"), os.X_OK):
-        print(f"SKIP: no notes app in {build_dir()}/apps (apps/notes.c not built)", flush=True)
+def _built(app):
+    if os.access(os.path.join(build_dir(), "apps", app), os.X_OK):
+        return True
+    print(f"SKIP: no {app} app in {build_dir()}/apps (not built)", flush=True)
+    return False
+
+
+def test_D1_table_max_threads_1():
+    """one_handler declares max_threads 1 (R3): a second loop or a pool thread is refused."""
+    if not _built("one_handler"):
+        return
+    run_table([
+        row("one_handler", 0, app="one_handler"),
+        row("one_handler, M0_THREADS=2", 78, app="one_handler", env={"M0_THREADS": 2},
+            first="threads-vs-application", cfg={"threads": ("2", "env")}),
+        row("one_handler, --blocking-threads 1", 78, app="one_handler",
+            args=["--blocking-threads", "1"], pool=1,
+            first="blocking-vs-application", cfg={"blocking-threads": ("1", "flag")}),
+    ])
+
+
+def test_D1_table_notes():
+    """notes has an app check of its own and no max_threads (A4): loops and pool threads as
+    asked. Skipped when the build has no notes app."""
+    if not _built("notes"):
         return
     with tempfile.TemporaryDirectory(prefix="m0test-notes-") as tmp:
-        env = {"M0_NOTES_KEY": "0123456789abcdef" * 4, "M0_NOTES_PASSWORD": "correct horse",
-               "M0_NOTES_DIR": tmp}
+        env = {"M0_NOTES_ADMIN_HASH": make_hash("correct horse"), "M0_NOTES_DIR": tmp}
         run_table([
             row("notes", 0, app="notes", env=env),
-            row("notes, M0_THREADS=2", 78, app="notes", env={**env, "M0_THREADS": 2},
-                first="threads-vs-application", cfg={"threads": ("2", "env")}),
-            row("notes, --blocking-threads 1", 78, app="notes",
-                args=["--blocking-threads", "1"], env=env, pool=1,
-                first="blocking-vs-application", cfg={"blocking-threads": ("1", "flag")}),
-            row("notes without M0_NOTES_KEY", 78, app="notes",
-                env={k: v for k, v in env.items() if k != "M0_NOTES_KEY"}, first="application"),
+            row("notes, M0_THREADS=2, --blocking-threads 1", 0, app="notes",
+                env={**env, "M0_THREADS": 2}, args=["--blocking-threads", "1"], pool=1,
+                cfg={"threads": ("2", "env"), "blocking-threads": ("1", "flag")}),
+            row("notes without M0_NOTES_ADMIN_HASH", 78, app="notes",
+                env={k: v for k, v in env.items() if k != "M0_NOTES_ADMIN_HASH"},
+                first="application"),
         ])
 
 

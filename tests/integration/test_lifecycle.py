@@ -8,7 +8,6 @@ import os
 import re
 import resource
 import signal
-import tempfile
 import time
 
 from m0test import Server, build_dir, check, eq
@@ -78,55 +77,43 @@ def test_R2_workers_refused():
     )
 
 
-def _notes_env(tmp):
-    return {
-        "M0_NOTES_KEY": "0123456789abcdef" * 4,
-        "M0_NOTES_PASSWORD": "correct horse",
-        "M0_NOTES_DIR": tmp,
-    }
-
-
-def _notes_built():
-    if os.access(os.path.join(build_dir(), "apps", "notes"), os.X_OK):
+def _one_handler_built():
+    if os.access(os.path.join(build_dir(), "apps", "one_handler"), os.X_OK):
         return True
-    print(f"SKIP: no notes app in {build_dir()}/apps (apps/notes.c not built): "
+    print(f"SKIP: no one_handler app in {build_dir()}/apps (not built): "
           "the max_threads 1 refusals are not tested", flush=True)
     return False
 
 
 def test_R3_threads_vs_application_refused():
-    """notes declares max_threads 1: two loops are refused by the host (R3), the knob named as
-    it was given (R1)."""
-    if not _notes_built():
+    """one_handler declares max_threads 1: two loops are refused by the host (R3), the knob
+    named as it was given (R1)."""
+    if not _one_handler_built():
         return
     for given, env, args in [("M0_THREADS=2", {"M0_THREADS": 2}, []),
                              ("--threads=2", {}, ["--threads", "2"])]:
-        with tempfile.TemporaryDirectory(prefix="m0test-notes-") as tmp:
-            _refused(
-                f"m0: threads-vs-application: notes serves at most 1 handler and {given} asks "
-                "for 2 loops (set --threads (M0_THREADS) to the app's max_threads or fewer)",
-                env={**env, **_notes_env(tmp)},
-                args=args,
-                app="notes",
-            )
-            eq(os.listdir(tmp), [], "files the refused notes left in its directory")
+        _refused(
+            f"m0: threads-vs-application: one_handler serves at most 1 handler and {given} asks "
+            "for 2 loops (set --threads (M0_THREADS) to the app's max_threads or fewer)",
+            env=env,
+            args=args,
+            app="one_handler",
+        )
 
 
 def test_R3_blocking_vs_application_refused():
-    """notes declares max_threads 1: a pool thread would be a second handler (R3)."""
-    if not _notes_built():
+    """one_handler declares max_threads 1: a pool thread would be a second handler (R3)."""
+    if not _one_handler_built():
         return
     for given, env, args in [("M0_BLOCKING_THREADS=1", {"M0_BLOCKING_THREADS": 1}, []),
                              ("--blocking-threads=1", {}, ["--blocking-threads=1"])]:
-        with tempfile.TemporaryDirectory(prefix="m0test-notes-") as tmp:
-            _refused(
-                f"m0: blocking-vs-application: notes serves at most 1 handler and {given} needs 2 "
-                "(set --blocking-threads (M0_BLOCKING_THREADS) to 0)",
-                env={**env, **_notes_env(tmp)},
-                args=args,
-                app="notes",
-            )
-            eq(os.listdir(tmp), [], "files the refused notes left in its directory")
+        _refused(
+            f"m0: blocking-vs-application: one_handler serves at most 1 handler and {given} "
+            "needs 2 (set --blocking-threads (M0_BLOCKING_THREADS) to 0)",
+            env=env,
+            args=args,
+            app="one_handler",
+        )
 
 
 def test_R2_listen_sockets_refused():

@@ -1,66 +1,26 @@
 # SPDX-License-Identifier: MIT
-"""The notes app (SPEC A4, R2, R3): refusals without its secrets, its state directory or with
-more than one handler; a password login whose session cookie is signed with HMAC-SHA256 and
-checked on every notes route; strict JSON bodies and ids; notes that survive SIGKILL and
-SIGTERM restarts. doc/notes.md is the contract these tests hold it to."""
+"""The notes app (SPEC A4, R2): refusals without its admin hash or state directory, or with a
+secret in the environment; a login whose session cookie is signed with libsodium's crypto_auth
+and checked on every notes route; strict JSON bodies and ids; notes in SQLite that survive
+SIGKILL and SIGTERM restarts. Users, the import of the old store and kill -9 under load are in
+test_notes_users.py and test_notes_storage.py. doc/notes.md is the contract."""
 
 import hashlib
 import hmac
 import json
 import os
 import re
-import shutil
 import signal
 import stat
-import tempfile
+import threading
 import time
-import urllib.parse
 
 from m0test import Server, check, eq, run_app
-
-KEY = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
-PASSWORD = "correct horse battery staple"
-COOKIE_RX = re.compile(r"m0notes=(\d+)\.([0-9a-f]{32})\.([0-9a-f]{64})")
-
-UNAUTHORIZED = b'{"error":"login required"}\n'
-NO_SUCH_NOTE = b'{"error":"no such note"}\n'
-TOO_BIG = b'{"error":"a title holds at most 200 bytes, a body at most 65536"}\n'
-NOT_A_NOTE = b'{"error":"the body must be {\\"title\\":string,\\"body\\":string}"}\n'
-JSON_CT = [("Content-Type", "application/json")]
-LOGIN_FORM = b'{"error":"the body must be password=<form-encoded>"}\n'
-CLEARED = "m0notes=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"
-FULL = b'{"error":"no room for this note"}\n'
-
-
-# ---- helpers (the harness's Server and Conn, plus what notes needs) ----
-
-
-class StateDir:
-    """A temporary directory for the notes, kept across restarts of the app."""
-
-    def __enter__(self):
-        self.path = tempfile.mkdtemp(prefix="m0notes-")
-        return self.path
-
-    def __exit__(self, *exc):
-        shutil.rmtree(self.path, ignore_errors=True)
-        return False
-
-
-def env(state_dir, **extra):
-    e = {"M0_NOTES_KEY": KEY, "M0_NOTES_PASSWORD": PASSWORD, "M0_NOTES_DIR": state_dir}
-    for k, v in extra.items():
-        if v is None:
-            e.pop(k, None)
-        else:
-            e[k] = v
-    return e
-
-
-def start(state_dir, **extra):
-    s = Server("notes", env=env(state_dir, **extra))
-    s.wait_ready()
-    return s
+from notes_util import (ADMIN_PW, CLEARED, COOKIE_RX, FAILED, FULL, LOG, LOGIN_FORM,
+                        NO_SUCH_NOTE, NOT_A_NOTE, TOO_BIG, UNAUTHORIZED, WRONG_LOGIN, StateDir,
+                        admin_hash, all_notes, call, cookie_hdr, craft, create, db, env, integrity,
+                        json_answer, key, list_json, login, mac, make_hash, note_body, note_json,
+                        session, start, unauthorized)
 
 
 def refusal(environ, args=()):
@@ -72,157 +32,108 @@ def refusal(environ, args=()):
     return rc, lines[0]
 
 
-def mac(payload, generation=0, key=KEY):
-    msg = f"session:{generation}:{payload}".encode()
-    return hmac.new(bytes.fromhex(key), msg, hashlib.sha256).hexdigest()
+HASH_FIX = ("set M0_NOTES_ADMIN_HASH to what `notes --hash-password` prints for the password it "
+            "reads on stdin")
 
 
-def craft(expiry, nonce="5a" * 16, generation=0, key=KEY):
-    """A session cookie value signed here, with Python's own HMAC."""
-    payload = f"{expiry}.{nonce}"
-    return f"{payload}.{mac(payload, generation, key)}"
+# ---- refusals (R1, R2, C4) ----
 
 
-def cookie_hdr(value):
-    return [("Cookie", f"m0notes={value}")]
-
-
-def login(c, password=PASSWORD):
-    body = urllib.parse.urlencode({"password": password}).encode()
-    return c.exchange(
-        "POST", "/login", [("Content-Type", "application/x-www-form-urlencoded")], body
-    )
-
-
-def session(s):
-    """Log in on a fresh connection; returns the cookie's value."""
-    r = login(s.connect())
-    eq(r.status, 204, f"login status; body {r.body!r}")
-    m = COOKIE_RX.match(r.header("Set-Cookie"))
-    check(m, f"Set-Cookie {r.header('Set-Cookie')!r}")
-    return m.group(0).split("=", 1)[1]
-
-
-def call(c, method, path, cookie=None, body=None, headers=None):
-    hs = list(headers or [])
-    if cookie is not None:
-        hs += cookie_hdr(cookie)
-    if body is not None and not any(k.lower() == "content-type" for k, _ in hs):
-        hs += JSON_CT
-    return c.exchange(method, path, hs, body)
-
-
-def note_body(title, body):
-    return json.dumps({"title": title, "body": body}).encode()
-
-
-def jstr(b):
-    """A byte string as notes writes it in JSON (m0_res_json_string's escaping)."""
-    out = bytearray(b'"')
-    for ch in b:
-        if ch == 0x22:
-            out += b'\\"'
-        elif ch == 0x5C:
-            out += b"\\\\"
-        elif ch == 0x0A:
-            out += b"\\n"
-        elif ch == 0x0D:
-            out += b"\\r"
-        elif ch == 0x09:
-            out += b"\\t"
-        elif ch < 0x20:
-            out += b"\\u%04x" % ch
-        else:
-            out.append(ch)
-    return bytes(out + b'"')
-
-
-def note_json(id_, title, body, created, updated):
-    return (
-        b'{"id":%d,"title":%s,"body":%s,"created":%d,"updated":%d}\n'
-        % (id_, jstr(title), jstr(body), created, updated)
-    )
-
-
-def list_json(items):
-    """items: [(id, title bytes, created)]."""
-    inner = b",".join(b'{"id":%d,"title":%s,"created":%d}' % (i, jstr(t), c) for i, t, c in items)
-    return b'{"notes":[' + inner + b"]}\n"
-
-
-def json_answer(r, status, body, what):
-    """Exact status, body, Content-Type, Cache-Control and Content-Length of a notes answer."""
-    eq(r.status, status, f"{what}: status (body {r.body!r})")
-    eq(r.body, body, f"{what}: body")
-    eq(r.header("Content-Type"), "application/json", f"{what}: Content-Type")
-    eq(r.header("Cache-Control"), "no-store", f"{what}: Cache-Control")
-    eq(r.header("X-Content-Type-Options"), "nosniff", f"{what}: X-Content-Type-Options")
-    eq(r.header("Content-Length"), str(len(body)), f"{what}: Content-Length")
-
-
-def unauthorized(r, what):
-    json_answer(r, 401, UNAUTHORIZED, what)
-    eq(r.header_all("Set-Cookie"), [], f"{what}: Set-Cookie")
-
-
-def create(c, cookie, title, body):
-    """POST a note; checks the 201 exactly and returns (id, created)."""
-    t0 = int(time.time())
-    r = call(c, "POST", "/notes", cookie, note_body(title, body))
-    t1 = int(time.time())
-    eq(r.status, 201, f"create {title!r}: status (body {r.body!r})")
-    got = json.loads(r.body)
-    check(t0 <= got["created"] <= t1, f"created {got['created']} outside [{t0}, {t1}]")
-    tb, bb = title.encode(), body.encode()
-    json_answer(r, 201, note_json(got["id"], tb, bb, got["created"], got["created"]), "create")
-    eq(r.header("Location"), f"/notes/{got['id']}", "Location")
-    return got["id"], got["created"]
-
-
-# ---- refusals (R1, R2, R3, C4) ----
-
-
-def test_A4_refused_without_key():
+def test_A4_refused_without_admin_hash():
     with StateDir() as d:
-        rc, line = refusal(env(d, M0_NOTES_KEY=None))
+        rc, line = refusal(env(d, M0_NOTES_ADMIN_HASH=None))
         eq(rc, 78, "exit status")
-        eq(
-            line,
-            "m0: application: M0_NOTES_KEY is not set: sessions are signed with it "
-            "(set M0_NOTES_KEY to 64 hex digits (32 random bytes), e.g. `openssl rand -hex 32`)",
-            "refusal line",
-        )
+        eq(line, "m0: application: M0_NOTES_ADMIN_HASH is not set: the user admin logs in with "
+                 f"it ({HASH_FIX})", "refusal line")
+        eq(os.listdir(d), [], "files in the state directory")
 
 
-def test_A4_refused_with_a_weak_or_malformed_key():
-    """Too short, odd, not hex, too long: each refused, the key's bytes never printed."""
+def test_A4_plain_password_refused():
+    """M0_NOTES_PASSWORD is refused whatever its value, and even beside a good hash: a
+    password in plain text in the environment is what the hash replaces."""
     with StateDir() as d:
-        for key in ("abcdef", KEY[:-1], "zz" + KEY[2:], KEY * 2 + "00", ""):
-            rc, line = refusal(env(d, M0_NOTES_KEY=key))
-            eq(rc, 78, f"exit status for a key of {len(key)} characters")
-            eq(
-                line,
-                f"m0: application: M0_NOTES_KEY ({len(key)} characters) is not 64 to 128 hex "
-                "digits (set M0_NOTES_KEY to 64 hex digits (32 random bytes), e.g. "
-                "`openssl rand -hex 32`)",
-                "refusal line",
-            )
-        # 128 hex digits (64 bytes) is the longest key taken.
-        with Server("notes", env=env(d, M0_NOTES_KEY=KEY * 2)) as s:
-            s.wait_ready()
+        for extra in ({"M0_NOTES_ADMIN_HASH": None}, {}):
+            for value in (ADMIN_PW, ""):
+                rc, line = refusal(env(d, M0_NOTES_PASSWORD=value, **extra))
+                eq(rc, 78, f"exit status, M0_NOTES_PASSWORD={value!r}, {extra}")
+                eq(line, "m0: application: M0_NOTES_PASSWORD is set: a password in plain text is "
+                         f"not read ({HASH_FIX}, and remove M0_NOTES_PASSWORD)", "refusal line")
 
 
-def test_A4_refused_without_password():
+def test_A4_key_in_environment_refused():
+    """The session key is the state directory's session.key; an M0_NOTES_KEY is refused."""
     with StateDir() as d:
-        for value, what in ((None, "not set"), ("", "empty")):
-            rc, line = refusal(env(d, M0_NOTES_PASSWORD=value))
-            eq(rc, 78, f"exit status, password {what}")
-            eq(
-                line,
-                f"m0: application: M0_NOTES_PASSWORD is {what} "
-                "(set M0_NOTES_PASSWORD to the password /login will take)",
-                "refusal line",
-            )
+        rc, line = refusal(env(d, M0_NOTES_KEY="00" * 32))
+        eq(rc, 78, "exit status")
+        eq(line, "m0: application: M0_NOTES_KEY is set: sessions are signed with a key notes keeps "
+                 "in its state directory (remove M0_NOTES_KEY: notes makes its key, session.key, "
+                 "in the state directory at the first start)", "refusal line")
+
+
+def test_A4_malformed_admin_hash_refused():
+    """Anything but an Argon2id string libsodium made is refused, by its length only."""
+    good = admin_hash()
+    with StateDir() as d:
+        for bad in ("", "hunter2", good[:-3] + "!!!", good + "$x", good.replace("p=1", "p=2"),
+                    good.replace("v=19", "v=16"), good.replace("t=1", "t=0"),
+                    good.replace("$argon2id$", "$argon2i$"), "$2y$10$" + "a" * 53,
+                    good.replace("$", "$$", 1)):
+            rc, line = refusal(env(d, M0_NOTES_ADMIN_HASH=bad))
+            eq(rc, 78, f"exit status for {bad!r}")
+            eq(line, f"m0: application: M0_NOTES_ADMIN_HASH ({len(bad)} characters) is not an "
+                     f"Argon2id string ({HASH_FIX})", f"refusal line for {bad!r}")
+
+
+def test_A4_password_hash_alias():
+    """M0_NOTES_PASSWORD_HASH (SPEC A4's name) is taken for M0_NOTES_ADMIN_HASH; both set and
+    different is refused, both set and equal is taken."""
+    other = make_hash("another password")
+    with StateDir() as d:
+        with start(d, M0_NOTES_ADMIN_HASH=None, M0_NOTES_PASSWORD_HASH=admin_hash()) as s:
+            session(s)
+        with start(d, M0_NOTES_PASSWORD_HASH=admin_hash()) as s:
+            session(s)
+        rc, line = refusal(env(d, M0_NOTES_PASSWORD_HASH=other))
+        eq(rc, 78, "exit status, two hashes")
+        eq(line, "m0: application: M0_NOTES_ADMIN_HASH and M0_NOTES_PASSWORD_HASH are both set, "
+                 "and differ (set only M0_NOTES_ADMIN_HASH (M0_NOTES_PASSWORD_HASH is another "
+                 "name for it))", "refusal line")
+        rc, line = refusal(env(d, M0_NOTES_ADMIN_HASH=None, M0_NOTES_PASSWORD_HASH="x"))
+        eq(line, "m0: application: M0_NOTES_PASSWORD_HASH (1 characters) is not an Argon2id "
+                 f"string ({HASH_FIX})", "a bad alias is named as it was given")
+
+
+def test_A4_session_key_file():
+    """session.key: made at the first start, 32 bytes, mode 0600, kept across restarts (so are
+    the sessions); one of another size or readable by others is refused by the check."""
+    with StateDir() as d:
+        path = os.path.join(d, "session.key")
+        with start(d) as s:
+            cookie = session(s)
+        eq(stat.S_IMODE(os.stat(path).st_mode), 0o600, "the key's mode")
+        k = key(d)
+        eq(len(k), 32, "the key's length")
+        with start(d) as s:
+            eq(call(s.connect(), "GET", "/notes", cookie).status, 200, "a session after a restart")
+        eq(key(d), k, "the key after a restart")
+        os.chmod(path, 0o644)
+        rc, line = refusal(env(d))
+        eq(rc, 78, "exit status, a key readable by others")
+        eq(line, f"m0: application: {path} is readable by others (mode 0644) (chmod 600 {path})",
+           "refusal line")
+        for content in (b"", k + b"x", k[:-1]):
+            with open(path, "wb") as f:
+                f.write(content)
+            os.chmod(path, 0o600)
+            rc, line = refusal(env(d))
+            eq(rc, 78, f"exit status, a key of {len(content)} bytes")
+            eq(line, f"m0: application: {path} is not a file of 32 bytes (remove it: notes makes "
+                     "a new key at the next start, which ends every session)", "refusal line")
+        # Removed: a new key, and every session is over.
+        os.unlink(path)
+        with start(d) as s:
+            unauthorized(call(s.connect(), "GET", "/notes", cookie), "a session of the old key")
+        check(key(d) != k, "the new key is the old one")
 
 
 def test_A4_refused_without_a_writable_state_directory():
@@ -265,6 +176,7 @@ def test_A4_refused_with_malformed_knobs():
             ("M0_NOTES_MAX_NOTES", "-1", (1, 100000), "a count", 1000),
             ("M0_NOTES_MAX_BYTES", "1k", (1, 268435456), "bytes", 8388608),
             ("M0_NOTES_MAX_REVOKED", "", (1, 65536), "a count", 1024),
+            ("M0_NOTES_BUSY_MS", "0", (1, 60000), "milliseconds", 5000),
         ):
             rc, line = refusal(env(d, **{var: val}))
             eq(rc, 78, f"exit status for {var}={val!r}")
@@ -284,42 +196,41 @@ def test_A4_refused_with_malformed_knobs():
         )
 
 
-def test_R3_threads_2_refused_by_the_host():
-    with StateDir() as d:
-        with Server("notes", env=env(d, M0_THREADS=2)) as s:
-            eq(s.wait_exit(10), 78, "exit status")
-            lines = [ln for ln in s.log_lines() if ln.startswith("m0: ")]
-            eq(
-                lines,
-                [
-                    "m0: threads-vs-application: notes serves at most 1 handler and "
-                    "M0_THREADS=2 asks for 2 loops (set --threads (M0_THREADS) to the app's "
-                    "max_threads or fewer)"
-                ],
-                "refusal lines",
-            )
-            check("READY=1" not in s.notify_lines(), "READY=1 was sent")
-        eq(os.listdir(d), [], "files in the state directory")
+def test_A4_two_loops_and_a_pool():
+    """notes has no max_threads: each loop and pool thread has its own SQLite connection, and
+    every route is blocking, so with a pool the logins and writes run there (x-thread >= 0).
+    Writers on several connections at once: every acknowledged note is there once."""
+    with StateDir() as d, start(d, M0_THREADS="2", M0_BLOCKING_THREADS="2") as s:
+        r = login(s.connect())
+        eq(r.status, 204, "login")
+        check(r.header("x-thread") in ("0", "1"), f"login ran on x-thread {r.header('x-thread')}")
+        cookie = COOKIE_RX.match(r.header("Set-Cookie")).group(0).split("=", 1)[1]
+        made, errors = [], []
 
+        def writer(w):
+            try:
+                c = s.connect()
+                for i in range(15):
+                    r = call(c, "POST", "/notes", cookie, note_body(f"w{w} n{i}", "x" * i))
+                    eq(r.status, 201, f"writer {w}, note {i}")
+                    made.append((json.loads(r.body)["id"], f"w{w} n{i}", "x" * i))
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
 
-def test_R3_blocking_threads_1_refused_by_the_host():
-    with StateDir() as d:
-        with Server("notes", env=env(d, M0_BLOCKING_THREADS=1)) as s:
-            eq(s.wait_exit(10), 78, "exit status")
-            lines = [ln for ln in s.log_lines() if ln.startswith("m0: ")]
-            eq(
-                lines,
-                [
-                    "m0: blocking-vs-application: notes serves at most 1 handler and "
-                    "M0_BLOCKING_THREADS=1 needs 2 (set --blocking-threads (M0_BLOCKING_THREADS) "
-                    "to 0)"
-                ],
-                "refusal lines",
-            )
-            check("READY=1" not in s.notify_lines(), "READY=1 was sent")
+        threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        eq(errors, [], "writers' errors")
+        got = [(n[0], n[1], n[2]) for n in all_notes(s, cookie)]
+        eq(got, sorted(made), "every note, by id")
+        eq(len({i for i, _, _ in made}), 60, "distinct ids")
 
 
 def test_A4_doctor_reports_the_app_check():
+    """The app's check, in the doctor: where the notes are and what admin's hash costs. It
+    makes nothing: no database, no key."""
     with StateDir() as d:
         rc, out, err = run_app("notes", ["--doctor"], env(d))
         eq(rc, 0, f"doctor exit status; stderr {err!r}")
@@ -331,13 +242,15 @@ def test_A4_doctor_reports_the_app_check():
                 {
                     "name": "application",
                     "ok": True,
-                    "detail": f"notes in {d}; sessions of 3600 s; SHA-256 self-test passed",
+                    "detail": f"notes in {d}/notes.db; sessions of 3600 s; admin's Argon2id "
+                              "hash: 8 KiB, 1 passes",
                     "fix": "",
                 }
             ],
             "the application check",
         )
-        check(KEY not in out and PASSWORD not in out, "the doctor printed a secret")
+        check(admin_hash() not in out and ADMIN_PW not in out, "the doctor printed a secret")
+        eq(os.listdir(d), [], "files the doctor made")
 
 
 # ---- no session, no data ----
@@ -377,29 +290,34 @@ def test_A4_every_notes_route_needs_a_session():
 def test_A4_wrong_password_401_without_cookie():
     with StateDir() as d, start(d) as s:
         c = s.connect()
-        for pw in ("wrong", PASSWORD + "x", PASSWORD[:-1], "", PASSWORD.upper()):
-            r = login(c, pw)
-            json_answer(r, 401, b'{"error":"wrong password"}\n', f"login with {pw!r}")
-            eq(r.header_all("Set-Cookie"), [], f"Set-Cookie after {pw!r}")
-        for body in (b"", b"pass=x", b"password", b"password=a&password=b", b"password=%zz",
-                     b"password=%4", b"password=a%00b"):
+        for user, pw in (("admin", "wrong"), ("admin", ADMIN_PW + "x"), ("admin", ADMIN_PW[:-1]),
+                         ("admin", ""), ("admin", ADMIN_PW.upper()), ("nobody", ADMIN_PW),
+                         ("Admin", ADMIN_PW), ("admin ", ADMIN_PW), ("", ADMIN_PW),
+                         ("a" * 65, ADMIN_PW)):
+            r = login(c, pw, user)
+            json_answer(r, 401, WRONG_LOGIN, f"login of {user!r} with {pw!r}")
+            eq(r.header_all("Set-Cookie"), [], f"Set-Cookie after {user!r}, {pw!r}")
+        for body in (b"", b"pass=x", b"password=x", b"user=admin", b"user=admin&password",
+                     b"user&password=x", b"user=admin&password=a&password=b",
+                     b"user=a&user=admin&password=x", b"user=admin&password=%zz",
+                     b"user=admin&password=%4", b"user=admin&password=a%00b", b"user=a%00&password=x"):
             r = c.exchange("POST", "/login", None, body)
             json_answer(r, 400, LOGIN_FORM, f"login body {body!r}")
             eq(r.header_all("Set-Cookie"), [], f"Set-Cookie after {body!r}")
-        r = c.exchange("POST", "/login", None, b"password=" + b"a" * 4096)
+        r = c.exchange("POST", "/login", None, b"user=admin&password=" + b"a" * 4077)
         json_answer(r, 413, b'{"error":"the login body is at most 4096 bytes"}\n', "long login")
         eq(c.get("/login").status, 405, "GET /login")
         # Failed logins are counted in the log, at 1, 2, 4, ...
-        s.wait_log(r"^notes: wrong password at /login \(4 so far\)$")
+        s.wait_log(LOG + r"wrong user or password at /login \(8 so far\)$")
 
 
 def test_A4_login_sets_a_signed_cookie():
     with StateDir() as d, start(d) as s:
         c = s.connect()
         t0 = int(time.time())
-        # Form decoding: '+' is a space, %XX a byte; other fields are ignored.
+        # Form decoding: '+' is a space, %XX a byte; other fields are ignored, in any order.
         r = c.exchange(
-            "POST", "/login", None, b"user=me&password=correct+horse%20battery%20staple&x"
+            "POST", "/login", None, b"x&password=correct+horse%20battery%20staple&user=adm%69n"
         )
         t1 = int(time.time())
         eq(r.status, 204, f"login status; body {r.body!r}")
@@ -408,18 +326,18 @@ def test_A4_login_sets_a_signed_cookie():
         cookies = r.header_all("Set-Cookie")
         eq(len(cookies), 1, f"Set-Cookie fields: {cookies}")
         m = re.fullmatch(
-            r"m0notes=(\d+)\.([0-9a-f]{32})\.([0-9a-f]{64}); HttpOnly; SameSite=Strict; "
+            r"m0notes=1\.(\d+)\.([0-9a-f]{32})\.([0-9a-f]{64}); HttpOnly; SameSite=Strict; "
             r"Path=/; Max-Age=3600",
             cookies[0],
         )
         check(m, f"Set-Cookie {cookies[0]!r}")
         expiry, nonce, got_mac = int(m.group(1)), m.group(2), m.group(3)
         check(t0 + 3600 <= expiry <= t1 + 3600, f"expiry {expiry} not 3600 s after [{t0}, {t1}]")
-        # The MAC is HMAC-SHA256 under the key, as Python's hmac computes it.
-        eq(got_mac, mac(f"{expiry}.{nonce}"), "the cookie's MAC")
+        # The MAC is crypto_auth (HMAC-SHA-512-256) under session.key, as Python's hmac makes it.
+        eq(got_mac, mac(key(d), f"1.{expiry}.{nonce}"), "the cookie's MAC")
         # Two logins, two sessions.
         eq(session(s) != session(s), True, "two logins got different cookies")
-        r = call(c, "GET", "/notes", f"{expiry}.{nonce}.{got_mac}")
+        r = call(c, "GET", "/notes", f"1.{expiry}.{nonce}.{got_mac}")
         json_answer(r, 200, b'{"notes":[]}\n', "GET /notes with the session")
 
 
@@ -429,7 +347,7 @@ def test_A4_secure_cookie_knob_and_session_length():
         eq(r.status, 204, "login")
         check(
             re.fullmatch(
-                r"m0notes=\d+\.[0-9a-f]{32}\.[0-9a-f]{64}; HttpOnly; SameSite=Strict; Path=/; "
+                r"m0notes=1\.\d+\.[0-9a-f]{32}\.[0-9a-f]{64}; HttpOnly; SameSite=Strict; Path=/; "
                 r"Max-Age=60; Secure",
                 r.header("Set-Cookie"),
             ),
@@ -441,35 +359,45 @@ def test_A4_forged_and_tampered_cookies_401():
     with StateDir() as d, start(d) as s:
         c = s.connect()
         good = session(s)
+        k = key(d)
         eq(call(c, "GET", "/notes", good).status, 200, "the genuine cookie")
-        expiry, nonce, m = good.split(".")
+        uid, expiry, nonce, m = good.split(".")
         flip = lambda ch: "0" if ch != "0" else "1"  # noqa: E731
         now = int(time.time())
+        payload = f"1.{now + 600}.{'5a' * 16}"
+        sha256 = hmac.new(k, f"session:0:{payload}".encode(), hashlib.sha256).hexdigest()
+        old_style = f"{payload}.{sha256}"
         bad = {
-            "one MAC character flipped": f"{expiry}.{nonce}.{m[:10]}{flip(m[10])}{m[11:]}",
-            "last MAC character flipped": f"{expiry}.{nonce}.{m[:-1]}{flip(m[-1])}",
-            "expiry moved, MAC kept": f"{int(expiry) + 1}.{nonce}.{m}",
-            "expiry moved back, MAC kept": f"{int(expiry) - 100}.{nonce}.{m}",
-            "nonce changed, MAC kept": f"{expiry}.{flip(nonce[0])}{nonce[1:]}.{m}",
-            "MAC upper-cased": f"{expiry}.{nonce}.{m.upper()}",
-            "MAC cut short": f"{expiry}.{nonce}.{m[:-2]}",
-            "MAC made longer": f"{expiry}.{nonce}.{m}00",
+            "one MAC character flipped": f"{uid}.{expiry}.{nonce}.{m[:10]}{flip(m[10])}{m[11:]}",
+            "last MAC character flipped": f"{uid}.{expiry}.{nonce}.{m[:-1]}{flip(m[-1])}",
+            "expiry moved, MAC kept": f"{uid}.{int(expiry) + 1}.{nonce}.{m}",
+            "expiry moved back, MAC kept": f"{uid}.{int(expiry) - 100}.{nonce}.{m}",
+            "nonce changed, MAC kept": f"{uid}.{expiry}.{flip(nonce[0])}{nonce[1:]}.{m}",
+            "uid changed, MAC kept": f"2.{expiry}.{nonce}.{m}",
+            "uid missing": f"{expiry}.{nonce}.{m}",
+            "MAC upper-cased": f"{uid}.{expiry}.{nonce}.{m.upper()}",
+            "MAC cut short": f"{uid}.{expiry}.{nonce}.{m[:-2]}",
+            "MAC made longer": f"{uid}.{expiry}.{nonce}.{m}00",
             "quoted": f'"{good}"',
-            "leading zero in the expiry": "0" + good,
+            "leading zero in the uid": "0" + good,
+            "leading zero in the expiry": f"{uid}.0{expiry}.{nonce}.{m}",
             "empty": "",
-            "signed with another key": craft(now + 600, key="ff" * 32),
-            "signed for another generation": craft(now + 600, generation=1),
-            "expired, validly signed": craft(now - 1),
-            "expiring now, validly signed": craft(now),
-            "beyond one session, validly signed": craft(now + 3600 + 120),
-            "expiry past 2^63, validly signed": craft(10**19),
-            "negative expiry, validly signed": craft(-5),
+            "signed with another key": craft(b"\xff" * 32, now + 600),
+            "signed with HMAC-SHA256, as before libsodium": old_style,
+            "signed for another generation": craft(k, now + 600, generation=1),
+            "signed for a user that does not exist": craft(k, now + 600, uid=7),
+            "expired, validly signed": craft(k, now - 1),
+            "expiring now, validly signed": craft(k, now),
+            "beyond one session, validly signed": craft(k, now + 3600 + 120),
+            "expiry past 2^63, validly signed": craft(k, 10**19),
+            "negative expiry, validly signed": craft(k, -5),
         }
         for what, value in bad.items():
             unauthorized(call(c, "GET", "/notes", value), what)
         # A validly signed cookie made here, not by the app, is a session: the MAC is the
-        # whole of the check, so Python's HMAC agreeing with the app's is tested here too.
-        json_answer(call(c, "GET", "/notes", craft(now + 600)), 200, b'{"notes":[]}\n', "crafted")
+        # whole of the check, so Python's HMAC agreeing with libsodium's is tested here too.
+        json_answer(call(c, "GET", "/notes", craft(k, now + 600)), 200, b'{"notes":[]}\n',
+                    "crafted")
         # The first m0notes cookie is the one read; other cookies around it do not matter.
         r = call(c, "GET", "/notes", None, headers=[("Cookie", f"a=b; m0notes={good}; c=d")])
         eq(r.status, 200, "the session among other cookies")
@@ -481,7 +409,7 @@ def test_A4_session_expires():
     with StateDir() as d, start(d, M0_NOTES_SESSION_S="2") as s:
         c = s.connect()
         cookie = session(s)
-        expiry = int(cookie.split(".")[0])
+        expiry = int(cookie.split(".")[1])
         # A session of 2 s is valid for at least 1 s after the login.
         eq(call(c, "GET", "/notes", cookie).status, 200, "right after the login")
         deadline = time.monotonic() + 5
@@ -508,16 +436,12 @@ def test_A4_logout_revokes_the_session():
                 eq(r.status, 204, f"logout with {cookie!r}")
                 eq(r.header("Set-Cookie"), CLEARED, f"Set-Cookie of a logout with {cookie!r}")
             eq(s.stop(), 0, "exit status after SIGTERM")
-        # The revocation is on disk: it holds after a restart, and only for that session.
-        with open(os.path.join(d, "notes.jsonl"), "rb") as f:
-            lines = f.read().split(b"\n")
-        eq(lines[0], b'{"m0notes":1,"next_id":1,"generation":0}', "header line")
-        exp_a, nonce_a, _ = a.split(".")
-        eq(
-            lines[1:],
-            [b'{"revoked":"%s","expiry":%s}' % (nonce_a.encode(), exp_a.encode()), b""],
-            "the revoked session's line",
-        )
+        # The revocation is in the database: it holds after a restart, and only for that session.
+        _, exp_a, nonce_a, _ = a.split(".")
+        con = db(d)
+        eq(con.execute("SELECT owner, nonce, expiry FROM revoked").fetchall(),
+           [(1, nonce_a, int(exp_a))], "the revoked sessions")
+        con.close()
         with start(d) as s:
             c = s.connect()
             unauthorized(call(c, "GET", "/notes", a), "the logged-out cookie after a restart")
@@ -525,20 +449,21 @@ def test_A4_logout_revokes_the_session():
 
 
 def test_A4_revocation_bound_ends_every_session():
-    """Past M0_NOTES_MAX_REVOKED live revocations, the generation moves: every session ends."""
+    """Past M0_NOTES_MAX_REVOKED live revocations of one user, that user's generation moves:
+    every session of theirs ends."""
     with StateDir() as d, start(d, M0_NOTES_MAX_REVOKED="1") as s:
         c = s.connect()
         a, b, other = session(s), session(s), session(s)
         eq(call(c, "POST", "/logout", a).status, 204, "first logout")
         eq(call(c, "GET", "/notes", other).status, 200, "a session after one logout")
         eq(call(c, "POST", "/logout", b).status, 204, "second logout")
-        s.wait_log(r"^notes: 1 revoked sessions is the bound \(M0_NOTES_MAX_REVOKED\): every "
-                   r"session was ended$")
+        s.wait_log(LOG + r"user 1 has 1 revoked sessions, the bound \(M0_NOTES_MAX_REVOKED\): "
+                   r"every session of theirs was ended$")
         for cookie, what in ((a, "a"), (b, "b"), (other, "other")):
             unauthorized(call(c, "GET", "/notes", cookie), f"session {what} after the bump")
         # A cookie of the new generation works; Python signs it with generation 1.
-        json_answer(call(c, "GET", "/notes", craft(int(time.time()) + 60, generation=1)), 200,
-                    b'{"notes":[]}\n', "generation 1")
+        json_answer(call(c, "GET", "/notes", craft(key(d), int(time.time()) + 60, generation=1)),
+                    200, b'{"notes":[]}\n', "generation 1")
         eq(call(c, "GET", "/notes", session(s)).status, 200, "a new login")
 
 
@@ -651,6 +576,9 @@ def test_A4_malformed_bodies_400_and_415():
             b'{"title":"\\u12","body":"b"}',
             b'{"title":"a","body":"b',
             b'{"title":"a","body":"b\\',
+            # Not UTF-8 (a Latin-1 e-acute): JSON is UTF-8, and jansson holds to it.
+            b'{"title":"caf\xe9","body":"b"}',
+            b'{"title":"a","body":"\xed\xa0\x80"}',
         ):
             json_answer(call(c, "POST", "/notes", cookie, body), 400, NOT_A_NOTE, f"POST {body!r}")
         create(c, cookie, "kept", "")
@@ -710,7 +638,7 @@ def test_A4_caps_507():
             create(c, cookie, "b", "")
             r = call(c, "POST", "/notes", cookie, note_body("c", ""))
             json_answer(r, 507, FULL, "a third note")
-            s.wait_log(r"^notes: a note refused: M0_NOTES_MAX_NOTES reached \(1 so far\)$")
+            s.wait_log(LOG + r"a note refused: M0_NOTES_MAX_NOTES reached \(1 so far\)$")
             eq(call(c, "DELETE", "/notes/1", cookie).status, 204, "delete one")
             create(c, cookie, "c", "")
     with StateDir() as d, start(d, M0_NOTES_MAX_BYTES="10") as s:
@@ -724,22 +652,10 @@ def test_A4_caps_507():
         json_answer(r, 507, FULL, "PUT")
         r = call(c, "PUT", "/notes/1", cookie, note_body("", "abcdefgh"))
         eq(r.status, 200, "a PUT that fits")
-        s.wait_log(r"^notes: a note refused: M0_NOTES_MAX_BYTES reached \(2 so far\)$")
+        s.wait_log(LOG + r"a note refused: M0_NOTES_MAX_BYTES reached \(2 so far\)$")
 
 
 # ---- persistence ----
-
-
-def _notes(s, cookie):
-    """Every note, each read whole: [(id, title, body, created, updated)]."""
-    c = s.connect()
-    out = []
-    for n in json.loads(call(c, "GET", "/notes", cookie).body)["notes"]:
-        r = call(c, "GET", f"/notes/{n['id']}", cookie)
-        eq(r.status, 200, f"GET /notes/{n['id']}")
-        j = json.loads(r.body)
-        out.append((j["id"], j["title"], j["body"], j["created"], j["updated"]))
-    return out
 
 
 def _restart_keeps_acknowledged_writes(sig):
@@ -752,23 +668,31 @@ def _restart_keeps_acknowledged_writes(sig):
                 create(c, cookie, f"note {i}", f"body {i}\n" * i)
             eq(call(c, "DELETE", "/notes/5", cookie).status, 204, "delete 5")
             eq(call(c, "PUT", "/notes/7", cookie, note_body("seven", "replaced")).status, 200, "put 7")
-            before = _notes(s, cookie)
+            before = all_notes(s, cookie)
             eq(len(before), 19, "notes before the restart")
             # The last write is acknowledged; the signal follows at once, with no drain for kill -9.
             create(c, cookie, "last", "written just before the signal")
-            before = _notes(s, cookie)
+            before = all_notes(s, cookie)
             rc = s.stop(sig)
             eq(rc, -signal.SIGKILL if sig == signal.SIGKILL else 0, "exit status")
         finally:
             s.cleanup()
-        mode = stat.S_IMODE(os.stat(os.path.join(d, "notes.jsonl")).st_mode)
-        eq(mode, 0o600, "the store's mode")
-        eq(sorted(os.listdir(d)), ["notes.jsonl"], "files in the state directory")
+        for name in ("notes.db", "session.key"):
+            mode = stat.S_IMODE(os.stat(os.path.join(d, name)).st_mode)
+            eq(mode, 0o600, f"the mode of {name}")
+        files = sorted(os.listdir(d))
+        if sig == signal.SIGKILL:
+            # Killed, the WAL is still there; the next open replays it.
+            eq(files, ["notes.db", "notes.db-shm", "notes.db-wal", "session.key"], "files")
+        else:
+            # Stopped, the last connection checkpointed the WAL into the file and removed it.
+            eq(files, ["notes.db", "session.key"], "files in the state directory")
         with start(d) as s:
-            eq(_notes(s, cookie), before, "notes after the restart")
+            eq(all_notes(s, cookie), before, "notes after the restart")
             # The session survives too (same key, same generation), and ids go on from 22.
             id_, _ = create(s.connect(), cookie, "after", "")
             eq(id_, 22, "the first id after the restart")
+        eq([r[0] for r in integrity(d)], ["ok"], "integrity_check")
 
 
 def test_A4_notes_survive_sigkill():
@@ -780,65 +704,61 @@ def test_A4_notes_survive_sigterm():
 
 
 def test_A4_failed_write_changes_nothing():
-    """A write that fails answers 500 and leaves the notes as they were, in memory and on disk.
-    The temporary file is opened without following a symlink planted in its place."""
-    with StateDir() as d, StateDir() as elsewhere, start(d) as s:
+    """A write the database refuses answers 500 and changes nothing, and the log says why.
+    The refusal is planted as a trigger, as a full disk or a failing fsync would refuse it."""
+    with StateDir() as d, start(d) as s:
         c = s.connect()
         cookie = session(s)
         _, c1 = create(c, cookie, "one", "1")
-        store = os.path.join(d, "notes.jsonl")
-        with open(store, "rb") as f:
-            saved = f.read()
-        tmp = os.path.join(d, "notes.jsonl.tmp")
-        failed = b'{"error":"could not save"}\n'
-        target = os.path.join(elsewhere, "target")
-        for plant, what, errno_text in (
-            (lambda: os.mkdir(tmp), "a directory", "Is a directory"),
-            (lambda: os.symlink(target, tmp), "a symlink", "Too many levels of symbolic links"),
-        ):
-            plant()
-            json_answer(call(c, "POST", "/notes", cookie, note_body("two", "2")), 500, failed, what)
-            json_answer(call(c, "PUT", "/notes/1", cookie, note_body("uno", "")), 500, failed, what)
-            json_answer(call(c, "DELETE", "/notes/1", cookie), 500, failed, what)
-            s.wait_log(rf"^notes: could not save the notes in {re.escape(d)}: {errno_text} "
-                       r"\(\d+ failures so far\)$")
-            json_answer(call(c, "GET", "/notes", cookie), 200, list_json([(1, b"one", c1)]), what)
-            r = call(c, "GET", "/notes/1", cookie)
-            json_answer(r, 200, note_json(1, b"one", b"1", c1, c1), what)
-            with open(store, "rb") as f:
-                eq(f.read(), saved, f"the store with {what} planted")
-            eq(os.path.exists(target), False, "a file at the symlink's target")
-            # A logout that cannot be saved still ends the session in this process.
-            other = session(s)
-            r = call(c, "POST", "/logout", other)
-            json_answer(r, 500, failed, f"logout with {what}")
-            eq(r.header("Set-Cookie"), CLEARED, f"Set-Cookie of the logout with {what}")
-            unauthorized(call(c, "GET", "/notes", other), f"a session whose logout failed ({what})")
-            if os.path.islink(tmp):
-                os.unlink(tmp)
-            else:
-                os.rmdir(tmp)
+        con = db(d)
+        for table, when in (("notes", "INSERT"), ("notes", "UPDATE"), ("notes", "DELETE"),
+                            ("revoked", "INSERT")):
+            con.execute(f"CREATE TRIGGER planted_{when.lower()}_{table} BEFORE {when} ON {table} "
+                        f"BEGIN SELECT RAISE(ABORT, 'planted: no {when} on {table}'); END")
+        json_answer(call(c, "POST", "/notes", cookie, note_body("two", "2")), 500, FAILED, "POST")
+        s.wait_log(LOG + rf"could not save a note in {re.escape(d)}/notes\.db: planted: no "
+                   r"INSERT on notes \(Input/output error; 1 failures so far\)$")
+        json_answer(call(c, "PUT", "/notes/1", cookie, note_body("uno", "")), 500, FAILED, "PUT")
+        json_answer(call(c, "DELETE", "/notes/1", cookie), 500, FAILED, "DELETE")
+        s.wait_log(LOG + r"could not save a delete in .*: planted: no DELETE on notes "
+                   r"\(Input/output error; 3 failures so far\)$")
+        json_answer(call(c, "GET", "/notes", cookie), 200, list_json([(1, b"one", c1)]), "list")
+        r = call(c, "GET", "/notes/1", cookie)
+        json_answer(r, 200, note_json(1, b"one", b"1", c1, c1), "the note after the refusals")
+        eq(con.execute("SELECT id, title, body FROM notes").fetchall(), [(1, "one", "1")],
+           "the database after the refusals")
+        # A logout that cannot be saved still ends the session in this process.
+        other = session(s)
+        r = call(c, "POST", "/logout", other)
+        json_answer(r, 500, FAILED, "a logout that cannot be saved")
+        eq(r.header("Set-Cookie"), CLEARED, "Set-Cookie of the logout")
+        unauthorized(call(c, "GET", "/notes", other), "a session whose logout failed")
+        eq(call(c, "GET", "/notes", cookie).status, 200, "another session")
+        for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+            con.execute(f"DROP TRIGGER {row[0]}")
+        con.close()
         # The id the failed create did not take is the next one's.
         id_, _ = create(c, cookie, "two", "2")
         eq(id_, 2, "the id after the failed creates")
+        unauthorized(call(c, "GET", "/notes", other), "the failed logout, once writes work again")
 
 
-def test_A4_store_file_format():
-    """The store is JSON Lines: a header, revoked sessions, then one line per note."""
+def test_A4_database_schema():
+    """What the database holds: a note's exact bytes, its owner, its size; WAL mode; admin as
+    user 1 with no hash in the file (it is the environment's)."""
     with StateDir() as d:
         with start(d) as s:
             c = s.connect()
             cookie = session(s)
             _, c1 = create(c, cookie, "a\"b", "line\nnext \u00e9")
-        with open(os.path.join(d, "notes.jsonl"), "rb") as f:
-            text = f.read()
-        eq(
-            text,
-            b'{"m0notes":1,"next_id":2,"generation":0}\n'
-            b'{"id":1,"created":%d,"updated":%d,"title":"a\\"b","body":"line\\nnext \xc3\xa9"}\n'
-            % (c1, c1),
-            "notes.jsonl",
-        )
+        con = db(d)
+        eq(con.execute("SELECT id, owner, created, updated, size, title, body FROM notes")
+           .fetchall(), [(1, 1, c1, c1, 15, 'a"b', "line\nnext \u00e9")], "the notes table")
+        eq(con.execute("SELECT id, name, hash, generation FROM users").fetchall(),
+           [(1, "admin", None, 0)], "the users table")
+        eq(con.execute("PRAGMA journal_mode").fetchall(), [("wal",)], "journal_mode")
+        eq(con.execute("PRAGMA user_version").fetchall(), [(1,)], "the schema's version")
+        con.close()
 
 
 def test_A4_state_directory_first_path():
@@ -849,52 +769,9 @@ def test_A4_state_directory_first_path():
         os.mkdir(second)
         with start(d, M0_NOTES_DIR=None, STATE_DIRECTORY=f"{first}:{second}") as s:
             create(s.connect(), session(s), "here", "")
-        eq((os.listdir(first), os.listdir(second)), (["notes.jsonl"], []), "where the store went")
+        eq((sorted(os.listdir(first)), os.listdir(second)), (["notes.db", "session.key"], []),
+           "where the store went")
         with start(second, STATE_DIRECTORY=first) as s:
             create(s.connect(), session(s), "there", "")
-        eq(os.listdir(second), ["notes.jsonl"], "M0_NOTES_DIR beats STATE_DIRECTORY")
-
-
-def test_A4_corrupt_store_refused():
-    """A store that does not read whole is refused (78), never overwritten."""
-    with StateDir() as d:
-        path = os.path.join(d, "notes.jsonl")
-        for text, why in (
-            (b"", "the file is empty"),
-            (b'{"m0notes":2,"next_id":1,"generation":0}\n', "line 1 is not a version 1 header"),
-            (b'{"m0notes":1,"next_id":1,"generation":0}', "line 1 has no end (a file cut short)"),
-            (
-                b'{"m0notes":1,"next_id":3,"generation":0}\n{"id":1,"created":1,"updated":1,'
-                b'"title":"a","body":"b"}\n{"id":2,"created":1,"updated":1,"title":"a","bo',
-                "line 3 has no end (a file cut short)",
-            ),
-            (
-                b'{"m0notes":1,"next_id":2,"generation":0}\n{"id":2,"created":1,"updated":1,'
-                b'"title":"a","body":"b"}\n',
-                "line 2: note id 2 is out of order or not below next_id",
-            ),
-            (
-                b'{"m0notes":1,"next_id":2,"generation":0}\n{"id":1,"title":"a"}\n',
-                "line 2 is neither a note nor a revoked session",
-            ),
-            (
-                b'{"m0notes":1,"next_id":2,"generation":0}\n{"id":1,"created":1,"updated":1,'
-                b'"title":"' + b"x" * 201 + b'","body":"b"}\n',
-                "line 2 is not one object of known members",
-            ),
-        ):
-            with open(path, "wb") as f:
-                f.write(text)
-            with Server("notes", env=env(d)) as s:
-                eq(s.wait_exit(10), 78, f"exit status for {why}")
-                lines = [ln for ln in s.log_lines() if ln.startswith("m0: ")]
-                eq(
-                    lines,
-                    [
-                        f"m0: loop 0's make failed: {path}: {why} (the app could not build its "
-                        "handler; no loop accepted)"
-                    ],
-                    "refusal lines",
-                )
-            with open(path, "rb") as f:
-                eq(f.read(), text, "the store after the refusal")
+        eq(sorted(os.listdir(second)), ["notes.db", "session.key"],
+           "M0_NOTES_DIR beats STATE_DIRECTORY")
