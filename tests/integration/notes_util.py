@@ -220,8 +220,9 @@ def all_notes(s, cookie):
 
 
 def db(state_dir):
-    """The app's database, opened with Python's sqlite3 (autocommit)."""
-    return sqlite3.connect(os.path.join(state_dir, "notes.db"), isolation_level=None, timeout=10)
+    """The app's database, opened with Python's sqlite3 (autocommit; never made if absent)."""
+    path = os.path.join(state_dir, "notes.db")
+    return sqlite3.connect(f"file:{path}?mode=rw", uri=True, isolation_level=None, timeout=10)
 
 
 def integrity(state_dir):
