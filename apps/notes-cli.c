@@ -15,8 +15,7 @@
 #define EXIT_USAGE 2
 #define EXIT_CONFIG 78
 
-static void errf(char *err, size_t err_len, const char *fmt, ...) M0_PRINTF(3, 4);
-static void errf(char *err, size_t err_len, const char *fmt, ...)
+void notes_errf(char *err, size_t err_len, const char *fmt, ...)
 {
         va_list ap;
         va_start(ap, fmt);
@@ -49,16 +48,18 @@ int notes_number_knob(const char *var, long def, long min, long max, const char 
         *ret = def;
         if (!v || parse_long(v, min, max, ret) == 0)
                 return 0;
-        errf(finding, flen, "%s='%s' is not a whole number from %ld to %ld", var, v, min, max);
-        errf(fix, xlen, "set %s to %s, %ld to %ld, or unset it for %ld", var, unit, min, max, def);
+        notes_errf(finding, flen, "%s='%s' is not a whole number from %ld to %ld", var, v, min,
+                   max);
+        notes_errf(fix, xlen, "set %s to %s, %ld to %ld, or unset it for %ld", var, unit, min, max,
+                   def);
         return -EINVAL;
 }
 
 static int state_dir_fix(char *fix, size_t xlen)
 {
-        errf(fix, xlen,
-             "run under systemd with StateDirectory= or set M0_NOTES_DIR to a writable "
-             "directory");
+        notes_errf(fix, xlen,
+                   "run under systemd with StateDirectory= or set M0_NOTES_DIR to a writable "
+                   "directory");
         return -EINVAL;
 }
 
@@ -73,29 +74,30 @@ int notes_state_dir(char *dir, size_t dir_len, char *finding, size_t flen, char 
                 v = getenv("STATE_DIRECTORY");
                 var = "STATE_DIRECTORY";
                 if (!v) {
-                        errf(finding, flen,
-                             "no state directory: neither M0_NOTES_DIR nor STATE_DIRECTORY is set");
+                        notes_errf(finding, flen,
+                                   "no state directory: neither M0_NOTES_DIR nor STATE_DIRECTORY "
+                                   "is set");
                         return state_dir_fix(fix, xlen);
                 }
                 n = strcspn(v, ":");
         }
         if (n == 0) {
-                errf(finding, flen, "%s is empty", var);
+                notes_errf(finding, flen, "%s is empty", var);
                 return state_dir_fix(fix, xlen);
         }
         if (n >= dir_len) {
-                errf(finding, flen, "%s is longer than PATH_MAX", var);
+                notes_errf(finding, flen, "%s is longer than PATH_MAX", var);
                 return state_dir_fix(fix, xlen);
         }
         memcpy(dir, v, n);
         dir[n] = '\0';
         struct stat st;
         if (stat(dir, &st) < 0)
-                errf(finding, flen, "%s='%s': %s", var, dir, strerror(errno));
+                notes_errf(finding, flen, "%s='%s': %s", var, dir, strerror(errno));
         else if (!S_ISDIR(st.st_mode))
-                errf(finding, flen, "%s='%s' is not a directory", var, dir);
+                notes_errf(finding, flen, "%s='%s' is not a directory", var, dir);
         else if (access(dir, W_OK | X_OK) < 0)
-                errf(finding, flen, "%s='%s' is not writable: %s", var, dir, strerror(errno));
+                notes_errf(finding, flen, "%s='%s' is not writable: %s", var, dir, strerror(errno));
         else
                 return 0;
         return state_dir_fix(fix, xlen);

@@ -2,7 +2,6 @@
 /* notes-db.c: the notes, users and revoked sessions in SQLite, and the session key's file. */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,15 +100,6 @@ struct notes_db {
         char err[256]; /* SQLite's message for the last failure, kept past the rollback */
 };
 
-static void errf(char *err, size_t err_len, const char *fmt, ...) M0_PRINTF(3, 4);
-static void errf(char *err, size_t err_len, const char *fmt, ...)
-{
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, err_len, fmt, ap);
-        va_end(ap);
-}
-
 /* A SQLite result as -errno: what the caller can tell apart, the rest an I/O failure. */
 static int db_errno(int rc)
 {
@@ -191,7 +181,7 @@ static int db_file_create(const char *dir, const char *path, char *err, size_t e
                 if (errno == EEXIST)
                         return 0;
                 int e = -errno;
-                errf(err, err_len, "cannot create %s: %s", path, strerror(-e));
+                notes_errf(err, err_len, "cannot create %s: %s", path, strerror(-e));
                 return e;
         }
         struct stat d;
@@ -199,19 +189,19 @@ static int db_file_create(const char *dir, const char *path, char *err, size_t e
         if (geteuid() == 0 && stat(dir, &d) == 0 && d.st_uid != 0 &&
             fchown(fd, d.st_uid, d.st_gid) < 0) {
                 e = -errno;
-                errf(err, err_len, "cannot give %s to the owner of %s: %s", path, dir,
-                     strerror(-e));
+                notes_errf(err, err_len, "cannot give %s to the owner of %s: %s", path, dir,
+                           strerror(-e));
         }
         close(fd);
         return e;
 }
 
-static int exec(notes_db *db, const char *sql, char *err, size_t err_len)
+int notes_db_exec(notes_db *db, const char *sql, char *err, size_t err_len)
 {
         char *msg = NULL;
         int rc = sqlite3_exec(db->h, sql, NULL, NULL, &msg);
         if (rc != SQLITE_OK)
-                errf(err, err_len, "%s", msg ? msg : sqlite3_errstr(rc));
+                notes_errf(err, err_len, "%s", msg ? msg : sqlite3_errstr(rc));
         sqlite3_free(msg);
         return rc == SQLITE_OK ? 0 : db_errno(rc);
 }
@@ -238,11 +228,11 @@ static int db_schema(notes_db *db, const char *path, char *err, size_t err_len)
 {
         char why[200] = "";
         int64_t version = 0;
-        int e = exec(db, "BEGIN IMMEDIATE", why, sizeof(why));
+        int e = notes_db_exec(db, "BEGIN IMMEDIATE", why, sizeof(why));
         if (e == 0)
                 e = pragma_int(db, "PRAGMA user_version", &version);
         if (e == 0 && version == 0) {
-                e = exec(db, schema_sql, why, sizeof(why));
+                e = notes_db_exec(db, schema_sql, why, sizeof(why));
                 if (e == 0) {
                         char admin[160];
                         snprintf(admin, sizeof(admin),
@@ -250,21 +240,21 @@ static int db_schema(notes_db *db, const char *path, char *err, size_t err_len)
                                  "VALUES (%d, '%s', NULL, 0, CAST(strftime('%%s', 'now') AS "
                                  "INTEGER))",
                                  NOTES_ADMIN_UID, NOTES_ADMIN);
-                        e = exec(db, admin, why, sizeof(why));
+                        e = notes_db_exec(db, admin, why, sizeof(why));
                 }
         } else if (e == 0 && version != SCHEMA_VERSION) {
-                errf(err, err_len, "%s has schema version %lld; this notes reads version %d", path,
-                     (long long)version, SCHEMA_VERSION);
-                (void)exec(db, "ROLLBACK", why, sizeof(why));
+                notes_errf(err, err_len, "%s has schema version %lld; this notes reads version %d",
+                           path, (long long)version, SCHEMA_VERSION);
+                (void)notes_db_exec(db, "ROLLBACK", why, sizeof(why));
                 return -EINVAL;
         }
         if (e == 0)
-                e = exec(db, "COMMIT", why, sizeof(why));
+                e = notes_db_exec(db, "COMMIT", why, sizeof(why));
         if (e < 0) {
-                errf(err, err_len, "cannot set up %s: %s", path,
-                     why[0] ? why : sqlite3_errmsg(db->h));
+                notes_errf(err, err_len, "cannot set up %s: %s", path,
+                           why[0] ? why : sqlite3_errmsg(db->h));
                 if (!sqlite3_get_autocommit(db->h))
-                        (void)exec(db, "ROLLBACK", why, sizeof(why));
+                        (void)notes_db_exec(db, "ROLLBACK", why, sizeof(why));
         }
         return e;
 }
@@ -273,7 +263,7 @@ int notes_db_open(const char *dir, long busy_ms, notes_db **ret, char *err, size
 {
         char path[4096];
         if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, NOTES_DB) >= sizeof(path)) {
-                errf(err, err_len, "%s/%s is longer than PATH_MAX", dir, NOTES_DB);
+                notes_errf(err, err_len, "%s/%s is longer than PATH_MAX", dir, NOTES_DB);
                 return -ENAMETOOLONG;
         }
         notes_db *db = calloc(1, sizeof(*db));
@@ -287,8 +277,8 @@ int notes_db_open(const char *dir, long busy_ms, notes_db **ret, char *err, size
                                  SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW,
                                  NULL);
         if (rc != SQLITE_OK) {
-                errf(err, err_len, "cannot open %s: %s", path,
-                     db->h ? sqlite3_errmsg(db->h) : sqlite3_errstr(rc));
+                notes_errf(err, err_len, "cannot open %s: %s", path,
+                           db->h ? sqlite3_errmsg(db->h) : sqlite3_errstr(rc));
                 e = db_errno(rc);
                 goto fail;
         }
@@ -302,17 +292,18 @@ int notes_db_open(const char *dir, long busy_ms, notes_db **ret, char *err, size
          */
         char why[200] = "";
         int64_t wal = 0;
-        e = exec(db,
-                 "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;"
-                 " PRAGMA secure_delete = ON; PRAGMA trusted_schema = OFF;",
-                 why, sizeof(why));
+        e = notes_db_exec(
+                db,
+                "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;"
+                " PRAGMA secure_delete = ON; PRAGMA trusted_schema = OFF;",
+                why, sizeof(why));
         if (e == 0)
                 e = pragma_int(db, "SELECT journal_mode = 'wal' FROM pragma_journal_mode", &wal);
         if (e == 0 && !wal)
                 e = -EIO;
         if (e < 0) {
-                errf(err, err_len, "cannot put %s in WAL mode: %s", path,
-                     why[0] ? why : sqlite3_errmsg(db->h));
+                notes_errf(err, err_len, "cannot put %s in WAL mode: %s", path,
+                           why[0] ? why : sqlite3_errmsg(db->h));
                 goto fail;
         }
         e = db_schema(db, path, err, err_len);
@@ -322,7 +313,7 @@ int notes_db_open(const char *dir, long busy_ms, notes_db **ret, char *err, size
                 rc = sqlite3_prepare_v3(db->h, query_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
                                         &db->q[i], NULL);
                 if (rc != SQLITE_OK) {
-                        errf(err, err_len, "%s: %s", path, sqlite3_errmsg(db->h));
+                        notes_errf(err, err_len, "%s: %s", path, sqlite3_errmsg(db->h));
                         e = db_errno(rc);
                         goto fail;
                 }
@@ -614,32 +605,37 @@ int notes_db_delete(notes_db *db, int64_t uid, int64_t id)
 
 /* ---- the session key ---- */
 
+int notes_read_exact(int fd, void *buf, size_t n)
+{
+        size_t got = 0;
+        while (got < n) {
+                ssize_t k = read(fd, (char *)buf + got, n - got);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        return k < 0 ? -errno : -EIO;
+                got += (size_t)k;
+        }
+        return 0;
+}
+
 static int read_key(int fd, const char *path, uint8_t key[NOTES_KEY_BYTES], char *err,
                     size_t err_len)
 {
         struct stat st;
         if (fstat(fd, &st) < 0) {
                 int e = -errno;
-                errf(err, err_len, "cannot stat %s: %s", path, strerror(-e));
+                notes_errf(err, err_len, "cannot stat %s: %s", path, strerror(-e));
                 return e;
         }
         if (!S_ISREG(st.st_mode) || st.st_size != NOTES_KEY_BYTES) {
-                errf(err, err_len, "%s is not a file of %d bytes", path, NOTES_KEY_BYTES);
+                notes_errf(err, err_len, "%s is not a file of %d bytes", path, NOTES_KEY_BYTES);
                 return -EINVAL;
         }
-        size_t got = 0;
-        while (got < NOTES_KEY_BYTES) {
-                ssize_t k = read(fd, key + got, NOTES_KEY_BYTES - got);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0) {
-                        int e = k < 0 ? -errno : -EIO;
-                        errf(err, err_len, "cannot read %s: %s", path, strerror(-e));
-                        return e;
-                }
-                got += (size_t)k;
-        }
-        return 0;
+        int e = notes_read_exact(fd, key, NOTES_KEY_BYTES);
+        if (e < 0)
+                notes_errf(err, err_len, "cannot read %s: %s", path, strerror(-e));
+        return e;
 }
 
 /*
@@ -655,7 +651,7 @@ static int make_key(int dfd, const char *path, uint8_t key[NOTES_KEY_BYTES], cha
         int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0) {
                 int e = -errno;
-                errf(err, err_len, "cannot create a key in %s: %s", path, strerror(-e));
+                notes_errf(err, err_len, "cannot create a key in %s: %s", path, strerror(-e));
                 return e;
         }
         randombytes_buf(key, NOTES_KEY_BYTES);
@@ -677,7 +673,7 @@ static int make_key(int dfd, const char *path, uint8_t key[NOTES_KEY_BYTES], cha
         if (e == 0 && fsync(dfd) < 0)
                 e = -errno;
         if (e < 0 && e != -EEXIST)
-                errf(err, err_len, "cannot write %s: %s", path, strerror(-e));
+                notes_errf(err, err_len, "cannot write %s: %s", path, strerror(-e));
         return e;
 }
 
@@ -688,7 +684,7 @@ int notes_key_load(const char *dir, uint8_t key[NOTES_KEY_BYTES], char *err, siz
         int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0) {
                 int e = -errno;
-                errf(err, err_len, "cannot open the directory %s: %s", dir, strerror(-e));
+                notes_errf(err, err_len, "cannot open the directory %s: %s", dir, strerror(-e));
                 return e;
         }
         int e = -ENOENT;
@@ -702,7 +698,7 @@ int notes_key_load(const char *dir, uint8_t key[NOTES_KEY_BYTES], char *err, siz
                 }
                 e = -errno;
                 if (e != -ENOENT) {
-                        errf(err, err_len, "cannot open %s: %s", path, strerror(-e));
+                        notes_errf(err, err_len, "cannot open %s: %s", path, strerror(-e));
                         break;
                 }
                 e = make_key(dfd, path, key, err, err_len);
@@ -723,18 +719,18 @@ int notes_key_check(const char *dir, char *finding, size_t flen, char *fix, size
         if (lstat(path, &st) < 0) {
                 if (errno == ENOENT)
                         return 0;
-                errf(finding, flen, "cannot stat %s: %s", path, strerror(errno));
+                notes_errf(finding, flen, "cannot stat %s: %s", path, strerror(errno));
         } else if (!S_ISREG(st.st_mode) || st.st_size != NOTES_KEY_BYTES) {
-                errf(finding, flen, "%s is not a file of %d bytes", path, NOTES_KEY_BYTES);
+                notes_errf(finding, flen, "%s is not a file of %d bytes", path, NOTES_KEY_BYTES);
         } else if (st.st_mode & 077) {
-                errf(finding, flen, "%s is readable by others (mode %04o)", path,
-                     (unsigned)(st.st_mode & 07777));
-                errf(fix, xlen, "chmod 600 %s", path);
+                notes_errf(finding, flen, "%s is readable by others (mode %04o)", path,
+                           (unsigned)(st.st_mode & 07777));
+                notes_errf(fix, xlen, "chmod 600 %s", path);
                 return -EINVAL;
         } else {
                 return 0;
         }
-        errf(fix, xlen,
-             "remove it: notes makes a new key at the next start, which ends every session");
+        notes_errf(fix, xlen,
+                   "remove it: notes makes a new key at the next start, which ends every session");
         return -EINVAL;
 }

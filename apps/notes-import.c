@@ -2,7 +2,6 @@
 /* notes-import.c: the one import of the JSON Lines store the versions before SQLite kept. */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,15 +24,6 @@
  * Sessions are not imported: they were signed with M0_NOTES_KEY, which is no longer read, so
  * none of them is valid any more, revoked or not.
  */
-
-static void errf(char *err, size_t err_len, const char *fmt, ...) M0_PRINTF(3, 4);
-static void errf(char *err, size_t err_len, const char *fmt, ...)
-{
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, err_len, fmt, ap);
-        va_end(ap);
-}
 
 /* A whole number 0..2^63-1 member, or -1 when it is absent or anything else. */
 static json_int_t uint_member(const json_t *o, const char *name)
@@ -75,7 +65,7 @@ static int old_line(struct old_store *o, json_t *line, unsigned no, json_int_t *
         if (no == 1) {
                 if (members != 3 || uint_member(line, "m0notes") != 1 ||
                     uint_member(line, "next_id") < 1 || uint_member(line, "generation") < 0) {
-                        errf(err, err_len, "line 1 is not a version 1 header");
+                        notes_errf(err, err_len, "line 1 is not a version 1 header");
                         return -EINVAL;
                 }
                 o->next_id = uint_member(line, "next_id");
@@ -88,18 +78,20 @@ static int old_line(struct old_store *o, json_t *line, unsigned no, json_int_t *
         json_int_t id = uint_member(line, "id");
         if (members != 5 || id < 0 || uint_member(line, "created") < 0 ||
             uint_member(line, "updated") < 0 || !json_is_string(title) || !json_is_string(body)) {
-                errf(err, err_len, "line %u is neither a note nor a revoked session", no);
+                notes_errf(err, err_len, "line %u is neither a note nor a revoked session", no);
                 return -EINVAL;
         }
         if (json_string_length(title) > NOTES_TITLE_MAX ||
             json_string_length(body) > NOTES_BODY_MAX) {
-                errf(err, err_len, "line %u: a title holds at most %d bytes, a body at most %d", no,
-                     NOTES_TITLE_MAX, NOTES_BODY_MAX);
+                notes_errf(err, err_len,
+                           "line %u: a title holds at most %d bytes, a body at most %d", no,
+                           NOTES_TITLE_MAX, NOTES_BODY_MAX);
                 return -EINVAL;
         }
         if (id <= *last_id || id >= o->next_id) {
-                errf(err, err_len, "line %u: note id %lld is out of order or not below next_id", no,
-                     (long long)id);
+                notes_errf(err, err_len,
+                           "line %u: note id %lld is out of order or not below next_id", no,
+                           (long long)id);
                 return -EINVAL;
         }
         json_t **p = realloc(o->notes, (o->n + 1) * sizeof(*p));
@@ -126,7 +118,7 @@ static int old_parse(const char *text, size_t len, struct old_store *o, char *er
                 no++;
                 const char *nl = memchr(text + pos, '\n', len - pos);
                 if (!nl) {
-                        errf(err, err_len, "line %u has no end (a file cut short)", no);
+                        notes_errf(err, err_len, "line %u has no end (a file cut short)", no);
                         return -EINVAL;
                 }
                 size_t ll = (size_t)(nl - (text + pos));
@@ -134,8 +126,9 @@ static int old_parse(const char *text, size_t len, struct old_store *o, char *er
                 json_t *line = json_loadb(text + pos, ll, JSON_REJECT_DUPLICATES, &je);
                 if (!json_is_object(line)) {
                         /* The position only: jansson's text quotes the line, a note's words. */
-                        errf(err, err_len, "line %u is not a JSON object in UTF-8 (column %d)", no,
-                             line ? 1 : je.column);
+                        notes_errf(err, err_len,
+                                   "line %u is not a JSON object in UTF-8 (column %d)", no,
+                                   line ? 1 : je.column);
                         json_decref(line);
                         return -EINVAL;
                 }
@@ -144,7 +137,7 @@ static int old_parse(const char *text, size_t len, struct old_store *o, char *er
                 pos += ll + 1;
         }
         if (e == 0 && no == 0) {
-                errf(err, err_len, "the file is empty");
+                notes_errf(err, err_len, "the file is empty");
                 e = -EINVAL;
         }
         return e;
@@ -157,34 +150,18 @@ static int read_all(int fd, char **ret, size_t *ret_len)
                 return -errno;
         if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > OLD_MAX_BYTES)
                 return -EFBIG;
-        size_t size = (size_t)st.st_size, got = 0;
+        size_t size = (size_t)st.st_size;
         char *text = malloc(size ? size : 1);
         if (!text)
                 return -ENOMEM;
-        while (got < size) {
-                ssize_t k = read(fd, text + got, size - got);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0) {
-                        int e = k < 0 ? -errno : -EIO;
-                        free(text);
-                        return e;
-                }
-                got += (size_t)k;
+        int e = notes_read_exact(fd, text, size);
+        if (e < 0) {
+                free(text);
+                return e;
         }
         *ret = text;
         *ret_len = size;
         return 0;
-}
-
-static int sql(sqlite3 *h, const char *q, char *err, size_t err_len)
-{
-        char *msg = NULL;
-        int rc = sqlite3_exec(h, q, NULL, NULL, &msg);
-        if (rc != SQLITE_OK)
-                errf(err, err_len, "%s", msg ? msg : sqlite3_errstr(rc));
-        sqlite3_free(msg);
-        return rc == SQLITE_OK ? 0 : -EIO;
 }
 
 /* One int64 from a query with up to one text parameter; -ENOENT when it returns no row. */
@@ -199,9 +176,9 @@ static int sql_int(sqlite3 *h, const char *q, const char *param, int64_t *ret, c
         int rc = sqlite3_step(s);
         if (rc == SQLITE_ROW) {
                 *ret = sqlite3_column_int64(s, 0);
+                const char *t = (const char *)sqlite3_column_text(s, 1);
                 if (text)
-                        snprintf(text, text_len, "%s",
-                                 (const char *)sqlite3_column_text(s, 1) ?: "");
+                        snprintf(text, text_len, "%s", t ? t : "");
         }
         sqlite3_finalize(s);
         return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : -EIO;
@@ -240,24 +217,25 @@ static int insert_notes(sqlite3 *h, const struct old_store *o)
  * and the file's digest in `imports`. A file whose digest is recorded already was imported by a
  * start that stopped before the rename: it is only renamed now.
  */
-static int import_tx(sqlite3 *h, const struct old_store *o, const char *digest, int64_t now,
+static int import_tx(notes_db *db, const struct old_store *o, const char *digest, int64_t now,
                      bool *ret_done_before, char *err, size_t err_len)
 {
+        sqlite3 *h = notes_db_handle(db);
         char why[200] = "", seen[2 * crypto_generichash_BYTES + 1] = "";
         int64_t v;
         *ret_done_before = false;
-        int e = sql(h, "BEGIN IMMEDIATE", why, sizeof(why));
+        int e = notes_db_exec(db, "BEGIN IMMEDIATE", why, sizeof(why));
         if (e < 0)
                 goto fail;
         e = sql_int(h, "SELECT notes, digest FROM imports WHERE file = ?1", NOTES_OLD_FILE, &v,
                     seen, sizeof(seen));
         if (e == 0) {
-                (void)sql(h, "ROLLBACK", why, sizeof(why));
+                (void)notes_db_exec(db, "ROLLBACK", why, sizeof(why));
                 if (strcmp(seen, digest) != 0) {
-                        errf(err, err_len,
-                             "another %s was imported already (%lld notes); this one is not "
-                             "read: move it away",
-                             NOTES_OLD_FILE, (long long)v);
+                        notes_errf(err, err_len,
+                                   "another %s was imported already (%lld notes); this one is not "
+                                   "read: move it away",
+                                   NOTES_OLD_FILE, (long long)v);
                         return -EEXIST;
                 }
                 *ret_done_before = true;
@@ -266,11 +244,12 @@ static int import_tx(sqlite3 *h, const struct old_store *o, const char *digest, 
         if (e == -ENOENT)
                 e = sql_int(h, "SELECT count(*) FROM notes", NULL, &v, NULL, 0);
         if (e == 0 && v > 0) {
-                (void)sql(h, "ROLLBACK", why, sizeof(why));
-                errf(err, err_len,
-                     "the database has notes already, and %s is imported only into one without: "
-                     "move it away",
-                     NOTES_OLD_FILE);
+                (void)notes_db_exec(db, "ROLLBACK", why, sizeof(why));
+                notes_errf(
+                        err, err_len,
+                        "the database has notes already, and %s is imported only into one without: "
+                        "move it away",
+                        NOTES_OLD_FILE);
                 return -EEXIST;
         }
         if (e == 0)
@@ -283,16 +262,16 @@ static int import_tx(sqlite3 *h, const struct old_store *o, const char *digest, 
                          "INSERT INTO imports(file, digest, notes, at) VALUES ('%s', '%s', %zu, "
                          "%lld);",
                          (long long)(o->next_id - 1), NOTES_OLD_FILE, digest, o->n, (long long)now);
-                e = sql(h, q, why, sizeof(why));
+                e = notes_db_exec(db, q, why, sizeof(why));
         }
         if (e == 0)
-                e = sql(h, "COMMIT", why, sizeof(why));
+                e = notes_db_exec(db, "COMMIT", why, sizeof(why));
         if (e == 0)
                 return 0;
 fail:
-        errf(err, err_len, "cannot import it: %s", why[0] ? why : sqlite3_errmsg(h));
+        notes_errf(err, err_len, "cannot import it: %s", why[0] ? why : sqlite3_errmsg(h));
         if (!sqlite3_get_autocommit(h))
-                (void)sql(h, "ROLLBACK", why, sizeof(why));
+                (void)notes_db_exec(db, "ROLLBACK", why, sizeof(why));
         return e;
 }
 
@@ -306,7 +285,7 @@ int notes_import(notes_db *db, const char *dir, int64_t now, size_t *ret_count, 
         int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0) {
                 int e = -errno;
-                errf(err, err_len, "cannot open the directory %s: %s", dir, strerror(-e));
+                notes_errf(err, err_len, "cannot open the directory %s: %s", dir, strerror(-e));
                 return e;
         }
         int e = 0, fd = openat(dfd, NOTES_OLD_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -331,7 +310,7 @@ int notes_import(notes_db *db, const char *dir, int64_t now, size_t *ret_count, 
         crypto_generichash(sum, sizeof(sum), (const unsigned char *)text, len, NULL, 0);
         sodium_bin2hex(digest, sizeof(digest), sum, sizeof(sum));
         bool done_before;
-        e = import_tx(notes_db_handle(db), &o, digest, now, &done_before, why, sizeof(why));
+        e = import_tx(db, &o, digest, now, &done_before, why, sizeof(why));
         if (e < 0)
                 goto out;
         /* Renamed only once the import is committed; kept, for whoever wants the old file. */
@@ -344,7 +323,7 @@ int notes_import(notes_db *db, const char *dir, int64_t now, size_t *ret_count, 
         *ret_count = done_before ? 0 : o.n;
 out:
         if (e < 0)
-                errf(err, err_len, "%s/%s: %s", dir, NOTES_OLD_FILE, why);
+                notes_errf(err, err_len, "%s/%s: %s", dir, NOTES_OLD_FILE, why);
         if (fd >= 0)
                 close(fd);
         close(dfd);

@@ -29,6 +29,9 @@
 
 /* ---- notes-cli.c: the state directory, the hash cost, and the commands before m0_main() ---- */
 
+/** snprintf() into a finding or error buffer. */
+void notes_errf(char *err, size_t err_len, const char *fmt, ...) M0_PRINTF(3, 4);
+
 /**
  * Where the notes live: M0_NOTES_DIR when set, else the first path of systemd's
  * STATE_DIRECTORY (StateDirectory= may name several, joined by ':'). It must be a writable
@@ -78,6 +81,9 @@ struct notes_note {
 int notes_db_open(const char *dir, long busy_ms, notes_db **ret, char *err, size_t err_len);
 /** Close what notes_db_open() opened. Accepts NULL. */
 void notes_db_close(notes_db *db);
+/** Run SQL that returns no row (several statements may follow each other): 0, or -errno with
+ *  SQLite's message in `err`. */
+int notes_db_exec(notes_db *db, const char *sql, char *err, size_t err_len);
 /** SQLite's message for the last failure on this connection. */
 const char *notes_db_error(const notes_db *db);
 
@@ -125,6 +131,9 @@ int notes_db_replace(notes_db *db, int64_t uid, int64_t id, const char *title, s
                      int64_t *ret_created);
 /** Delete the user's note `id`: 0 once committed, -ENOENT, or -errno. */
 int notes_db_delete(notes_db *db, int64_t uid, int64_t id);
+
+/** Read exactly `n` bytes: 0, or -errno (-EIO when the file ends first). */
+int notes_read_exact(int fd, void *buf, size_t n);
 
 /**
  * The session key: `dir`/session.key, NOTES_KEY_BYTES random bytes made on the first start

@@ -197,14 +197,26 @@ def test_A4_refused_with_malformed_knobs():
 
 
 def test_A4_two_loops_and_a_pool():
-    """notes has no max_threads: each loop and pool thread has its own SQLite connection, and
-    every route is blocking, so with a pool the logins and writes run there (x-thread >= 0).
-    Writers on several connections at once: every acknowledged note is there once."""
+    """notes has no max_threads: each loop and pool thread has its own SQLite connection. With a
+    pool, logins and writes run there (x-thread >= 0), reads on the loop (x-thread -1). Writers
+    on several connections at once: every acknowledged note is there once."""
     with StateDir() as d, start(d, M0_THREADS="2", M0_BLOCKING_THREADS="2") as s:
-        r = login(s.connect())
+        c = s.connect()
+        r = login(c)
         eq(r.status, 204, "login")
         check(r.header("x-thread") in ("0", "1"), f"login ran on x-thread {r.header('x-thread')}")
         cookie = COOKIE_RX.match(r.header("Set-Cookie")).group(0).split("=", 1)[1]
+        for method, path, body, where in (("POST", "/notes", note_body("t", "b"), ("0", "1")),
+                                          ("PUT", "/notes/1", note_body("t", "c"), ("0", "1")),
+                                          ("PATCH", "/notes", None, ("0", "1")),
+                                          ("GET", "/notes", None, ("-1",)),
+                                          ("HEAD", "/notes/1", None, ("-1",)),
+                                          ("GET", "/notes/1", None, ("-1",)),
+                                          ("DELETE", "/notes/1", None, ("0", "1")),
+                                          ("GET", "/notes/1", None, ("-1",))):
+            r = call(c, method, path, cookie, body)
+            check(r.header("x-thread") in where,
+                  f"{method} {path} ({r.status}) ran on x-thread {r.header('x-thread')}")
         made, errors = [], []
 
         def writer(w):
@@ -225,6 +237,7 @@ def test_A4_two_loops_and_a_pool():
         eq(errors, [], "writers' errors")
         got = [(n[0], n[1], n[2]) for n in all_notes(s, cookie)]
         eq(got, sorted(made), "every note, by id")
+        check(1 not in [i for i, _, _ in made], "the deleted id was taken again")
         eq(len({i for i, _, _ in made}), 60, "distinct ids")
 
 
