@@ -77,8 +77,8 @@ static const struct m0_knob knobs[] = {
          "open connections per process; past it new ones are closed at once"},
         {"max-output-bytes", "M0_MAX_OUTPUT_BYTES", "1048576", K_U32, OFF(max_output_bytes), 4096,
          1073741824, "unsent response bytes per connection before it stops reading"},
-        {"replay-frames", "M0_REPLAY_FRAMES", "1024", K_U32, OFF(replay_frames), 1, 1048576,
-         "events kept for clients reconnecting with Last-Event-ID"},
+        {"replay-frames", "M0_REPLAY_FRAMES", "1024", K_U32, OFF(replay_frames), 1,
+         M0__REPLAY_FRAMES_MAX, "events kept for clients reconnecting with Last-Event-ID"},
         {"linger-ms", "M0_LINGER_MS", "2000", K_U32, OFF(linger_ms), 0, 60000,
          "after a last response, read and drop the client's bytes this long before closing"},
 };

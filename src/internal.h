@@ -58,6 +58,8 @@ enum m0_source {
 };
 
 #define M0__KNOBS_MAX 40
+/* The largest M0_REPLAY_FRAMES; a stored ring with more slots is none this host made (D46). */
+#define M0__REPLAY_FRAMES_MAX 1048576u
 
 /* Every knob of the host. Filled once by m0__config_parse() on the coordinator, read-only after. */
 struct m0_config {
@@ -229,7 +231,9 @@ struct m0_bus {
 struct m0_store;
 /*
  * Take the event state back from `passed_fd` (-1: none was passed) into the bus, or start a new
- * one, and hand it to systemd's fd store. `msg` says what happened, for the log.
+ * one, and hand it to systemd's fd store. A passed store is checked whole first (D46); one that
+ * does not fit is removed from the fd store and replaced. Takes `passed_fd` in every case. `msg`
+ * says what happened, for the log. 0, or -errno when no new state could be made.
  */
 int m0__store_open(struct m0_host *h, int passed_fd, char *msg, size_t msg_len);
 /* Record a frame just published (under the bus lock). */
