@@ -43,7 +43,11 @@ void m0__sse_unlink(struct m0_conn *c)
         c->stream = false;
 }
 
-/* Last-Event-ID: a decimal id; anything else is treated as absent. */
+/*
+ * Last-Event-ID: a decimal id, up to and including 2^64 - 1; a longer number is past every id
+ * there can be, so it is taken as 2^64 - 1, which is past the newest and replays everything kept
+ * (D48). Anything that is not digits is treated as absent.
+ */
 static bool last_event_id(const m0_req *req, uint64_t *ret)
 {
         const char *v = m0_req_header(req, "Last-Event-ID");
@@ -51,9 +55,10 @@ static bool last_event_id(const m0_req *req, uint64_t *ret)
                 return false;
         uint64_t x = 0;
         for (const char *p = v; *p; p++) {
-                if (*p < '0' || *p > '9' || x > (UINT64_MAX - 9) / 10)
+                if (*p < '0' || *p > '9')
                         return false;
-                x = x * 10 + (uint64_t)(*p - '0');
+                unsigned d = (unsigned)(*p - '0');
+                x = x > (UINT64_MAX - d) / 10 ? UINT64_MAX : x * 10 + d;
         }
         *ret = x;
         return true;

@@ -146,6 +146,43 @@ def test_B3_last_event_id_replays_the_missed_frames_once():
         eq(s.stop(), 0, "exit status")
 
 
+def test_B3_N3_last_event_id_up_to_2_64_and_past_it():
+    """Ids up to and including 2^64 - 1 parse; one past the newest id replays everything kept,
+    as any other id past the newest does; a number past 2^64 - 1 is past every id and does the
+    same (D48). Five beats are published, then the producer stops: each stream gets exactly
+    beats 1-5, then nothing."""
+    with Server("host_check", env={"M0_HOSTCHECK_PERIOD_MS": 10, "M0_HOSTCHECK_STEP_FAILS_AT": 6,
+                                   "M0_SSE_HEARTBEAT_MS": 0}) as s:
+        s.wait_ready()
+        s.wait_log(r"producer step failed")
+        every = [beat(i, s.pid) for i in range(1, 6)]
+        cases = [
+            ("3", every[3:]),
+            ("5", []),
+            ("6", every),
+            ("18446744073709551610", every),
+            ("18446744073709551611", every),
+            ("18446744073709551614", every),
+            ("18446744073709551615", every),
+            ("18446744073709551616", every),
+            ("99999999999999999999999999999999", every),
+            ("abc", []),
+        ]
+        got = {}
+        for value, _ in cases:
+            rd, _ = stream(s, headers=[("Last-Event-ID", value)])
+            got[value] = [b.raw for b in rd.read_for(0.3)]
+            rd.conn.close()
+
+        def ids(frames):
+            return {v: [int(f.split(b"\n")[0][4:]) for f in fs] for v, fs in frames.items()}
+
+        want = {value: frames for value, frames in cases}
+        eq(ids(got), ids(want), "ids replayed for each Last-Event-ID")
+        eq(got, want, "frames replayed for each Last-Event-ID")
+        eq(s.stop(), 0, "exit status")
+
+
 def test_S1_heartbeat_every_sse_heartbeat_ms():
     """--sse-heartbeat-ms 200 and no beats: the stream gets `: heartbeat` about every 200 ms;
     with the default (15 s) none comes in the same time."""
