@@ -110,22 +110,67 @@ int m0__sockets_take(struct m0_sockets *s, char *err, size_t err_len)
         return r;
 }
 
-int m0__sockets_bind(struct m0_sockets *s, const char *host, uint32_t port, char *err,
-                     size_t err_len)
+/* getaddrinfo() for host:port exactly as serving binds it. 0, or -EINVAL with `err` filled. */
+static int resolve(const char *host, uint32_t port, struct addrinfo **ret, char *err,
+                   size_t err_len)
 {
         struct addrinfo hints = {.ai_family = AF_UNSPEC,
                                  .ai_socktype = SOCK_STREAM,
                                  .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-        struct addrinfo *res = NULL;
         char ps[8];
         snprintf(ps, sizeof(ps), "%u", port);
-        int g = getaddrinfo(host, ps, &hints, &res);
+        int g = getaddrinfo(host, ps, &hints, ret);
         if (g != 0) {
                 snprintf(err, err_len, "cannot resolve --host (M0_HOST) '%s': %s", host,
-                         gai_strerror(g));
+                         g == EAI_SYSTEM ? strerror(errno) : gai_strerror(g));
                 return -EINVAL;
         }
-        int r = -EADDRNOTAVAIL;
+        return 0;
+}
+
+static void listen_failed(const char *host, uint32_t port, int r, char *err, size_t err_len)
+{
+        snprintf(err, err_len, "cannot listen on %s:%u: %s", host, port, strerror(-r));
+}
+
+int m0__sockets_check_address(const char *host, uint32_t port, char *err, size_t err_len)
+{
+        struct addrinfo *res = NULL;
+        int r = resolve(host, port, &res, err, err_len);
+        if (r < 0)
+                return r;
+        r = -EADDRNOTAVAIL;
+        for (struct addrinfo *ai = res; ai && r < 0; ai = ai->ai_next) {
+                struct sockaddr_storage ss;
+                if (ai->ai_addrlen > sizeof(ss))
+                        continue;
+                memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+                if (ss.ss_family == AF_INET)
+                        ((struct sockaddr_in *)&ss)->sin_port = 0;
+                else if (ss.ss_family == AF_INET6)
+                        ((struct sockaddr_in6 *)&ss)->sin6_port = 0;
+                int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
+                if (fd < 0) {
+                        r = -errno;
+                        continue;
+                }
+                r = bind(fd, (struct sockaddr *)&ss, ai->ai_addrlen) < 0 ? -errno : 0;
+                close(fd);
+        }
+        freeaddrinfo(res);
+        if (r < 0)
+                listen_failed(host, port, r, err, err_len);
+        return r;
+}
+
+int m0__sockets_bind(struct m0_sockets *s, const char *host, uint32_t port, char *err,
+                     size_t err_len)
+{
+        struct addrinfo *res = NULL;
+        int r = resolve(host, port, &res, err, err_len);
+        if (r < 0)
+                return r;
+        r = -EADDRNOTAVAIL;
         for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
                 int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
                 if (fd < 0) {
@@ -145,11 +190,11 @@ int m0__sockets_bind(struct m0_sockets *s, const char *host, uint32_t port, char
                 break;
         }
         freeaddrinfo(res);
-        if (r < 0)
-                snprintf(err, err_len,
-                         "cannot listen on %s:%u: %s (set --host/--port or "
-                         "M0_HOST/M0_PORT)",
-                         host, port, strerror(-r));
+        if (r < 0) {
+                listen_failed(host, port, r, err, err_len);
+                size_t n = strlen(err);
+                snprintf(err + n, err_len - n, " (%s)", M0__LISTEN_FIX);
+        }
         return r;
 }
 

@@ -96,12 +96,15 @@ static void check_blocking_vs_app(struct m0_host *h, struct m0_check *c)
 
 static void check_listen_sockets(struct m0_host *h, struct m0_check *c)
 {
+        char why[sizeof(c->detail)];
         if (h->sockets_err[0])
                 fail(c, "pass listening stream sockets (ListenStream= in the .socket unit)", "%s",
                      h->sockets_err);
         else if (h->sockets.passed)
                 pass(c, "%zu socket%s passed by systemd", h->sockets.n,
                      h->sockets.n == 1 ? "" : "s");
+        else if (m0__sockets_check_address(h->cfg.host, h->cfg.port, why, sizeof(why)) < 0)
+                fail(c, M0__LISTEN_FIX, "%s", why);
         else
                 pass(c, "none passed; will bind %s:%u", h->cfg.host, h->cfg.port);
 }

@@ -5,20 +5,78 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include <systemd/sd-daemon.h>
+
 #include "internal.h"
 
+/* The length of the well-formed UTF-8 sequence at `p` (RFC 3629: no overlong form, no
+ * surrogate, nothing past U+10FFFF), or 0. Reads no byte past a NUL. */
+static size_t utf8_len(const unsigned char *p)
+{
+        unsigned char lo = 0x80, hi = 0xbf;
+        size_t n;
+        if (p[0] < 0x80)
+                return 1;
+        if (p[0] >= 0xc2 && p[0] <= 0xdf)
+                n = 2;
+        else if (p[0] >= 0xe0 && p[0] <= 0xef)
+                n = 3, lo = p[0] == 0xe0 ? 0xa0 : 0x80, hi = p[0] == 0xed ? 0x9f : 0xbf;
+        else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+                n = 4, lo = p[0] == 0xf0 ? 0x90 : 0x80, hi = p[0] == 0xf4 ? 0x8f : 0xbf;
+        else
+                return 0;
+        if (p[1] < lo || p[1] > hi)
+                return 0;
+        for (size_t i = 2; i < n; i++)
+                if (p[i] < 0x80 || p[i] > 0xbf)
+                        return 0;
+        return n;
+}
+
+/*
+ * A JSON string of `s`, valid JSON and valid UTF-8 whatever the bytes (D1): quote, backslash and
+ * control characters escaped, well-formed UTF-8 copied, and each byte that is not part of a
+ * well-formed sequence written as \ufffd, the replacement character (D47).
+ */
 static void json_str(FILE *out, const char *s)
 {
         fputc('"', out);
-        for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        for (const unsigned char *p = (const unsigned char *)s; *p;) {
+                size_t n = utf8_len(p);
                 if (*p == '"' || *p == '\\')
                         fprintf(out, "\\%c", *p);
                 else if (*p < 0x20)
                         fprintf(out, "\\u%04x", *p);
+                else if (n == 0)
+                        fputs("\\ufffd", out);
                 else
-                        fputc(*p, out);
+                        fwrite(p, 1, n, out);
+                p += n ? n : 1;
         }
         fputc('"', out);
+}
+
+/* The watchdog as serving sees it: sd_watchdog_enabled(), which honours WATCHDOG_PID. Returns
+ * the interval, 0 when off, and says which in `detail`. */
+static uint64_t watchdog(char *detail, size_t len)
+{
+        uint64_t usec = 0;
+        int r = sd_watchdog_enabled(0, &usec);
+        const char *v = getenv("WATCHDOG_USEC"), *pid = getenv("WATCHDOG_PID");
+        if (r > 0)
+                snprintf(detail, len, "on: %llu us", (unsigned long long)usec);
+        else if (!v)
+                snprintf(detail, len, "off (WATCHDOG_USEC unset)");
+        else if (r == 0)
+                snprintf(detail, len, "off: WATCHDOG_PID=%s is another process", pid ? pid : "");
+        else if (pid)
+                snprintf(detail, len,
+                         "off: WATCHDOG_USEC='%s' with WATCHDOG_PID='%s' does not parse (%s)", v,
+                         pid, strerror(-r));
+        else
+                snprintf(detail, len, "off: WATCHDOG_USEC='%s' does not parse (%s)", v,
+                         strerror(-r));
+        return r > 0 ? usec : 0;
 }
 
 struct each {
@@ -105,7 +163,8 @@ int m0__doctor(struct m0_host *h, const struct m0_check *checks, size_t n, int f
         int code = first >= 0 ? M0__EXIT_CONFIG : M0__EXIT_OK;
         unsigned pool = cfg->threads * cfg->blocking_threads;
         unsigned handlers = cfg->threads + pool + (app->step ? 1 : 0);
-        const char *wd = getenv("WATCHDOG_USEC");
+        char wd[200];
+        uint64_t wd_usec = watchdog(wd, sizeof(wd));
         char eff[64], prm[64];
         caps(eff, prm, sizeof(eff));
 
@@ -132,7 +191,7 @@ int m0__doctor(struct m0_host *h, const struct m0_check *checks, size_t n, int f
         else
                 fprintf(out, "sockets: none passed; serving would bind %s:%u\n", cfg->host,
                         cfg->port);
-        fprintf(out, "watchdog: %s\n", wd ? wd : "off (WATCHDOG_USEC unset)");
+        fprintf(out, "watchdog: %s\n", wd);
         fprintf(out, "fd store: %s\n",
                 h->sockets.store_fd >= 0 ? "event state passed back (" M0__STORE_NAME ")"
                                          : "no event state passed: ids would start at 1");
@@ -170,7 +229,14 @@ int m0__doctor(struct m0_host *h, const struct m0_check *checks, size_t n, int f
                 json_str(out, h->sockets.v[i].where);
                 fprintf(out, "}");
         }
-        fprintf(out, "]},\"watchdog\":{\"usec\":%s},", wd ? wd : "null");
+        fprintf(out, "]},\"watchdog\":{\"usec\":");
+        if (wd_usec)
+                fprintf(out, "%llu", (unsigned long long)wd_usec);
+        else
+                fprintf(out, "null");
+        fprintf(out, ",\"detail\":");
+        json_str(out, wd);
+        fprintf(out, "},");
         fprintf(out, "\"fd_store\":{\"event_state_passed\":%s},",
                 h->sockets.store_fd >= 0 ? "true" : "false");
         fprintf(out, "\"capabilities\":{\"held\":");

@@ -166,6 +166,15 @@ int m0__sockets_take(struct m0_sockets *s, char *err, size_t err_len);
 /* Bind host:port when nothing was passed. 0 or -errno with `err` filled. */
 int m0__sockets_bind(struct m0_sockets *s, const char *host, uint32_t port, char *err,
                      size_t err_len);
+/*
+ * Whether serving could bind host:port when nothing was passed, without taking the port: the
+ * name resolves as m0__sockets_bind() resolves it, and one of its addresses is this machine's
+ * (bound once on port 0, never listened on, closed at once; D47). 0, or -errno with `err`
+ * filled as serving's line would be, for the `listen-sockets` check (R2, D1).
+ */
+int m0__sockets_check_address(const char *host, uint32_t port, char *err, size_t err_len);
+/* What a refusal about the address serving binds tells the operator to do. */
+#define M0__LISTEN_FIX "set --host/--port or M0_HOST/M0_PORT"
 void m0__sockets_close(struct m0_sockets *s);
 
 /* ---- crash.c ---- */

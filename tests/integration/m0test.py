@@ -44,7 +44,8 @@ def app_path(app):
 
 
 def clean_env(extra=None):
-    """The caller's environment without anything that would change how the host starts."""
+    """The caller's environment without anything that would change how the host starts.
+    A value in `extra` given as bytes is passed as those bytes (not UTF-8, for one)."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -55,7 +56,7 @@ def clean_env(extra=None):
         )
     }
     for k, v in (extra or {}).items():
-        env[k] = str(v)
+        env[k] = os.fsdecode(v) if isinstance(v, bytes) else str(v)
     return env
 
 

@@ -260,6 +260,12 @@ def test_D1_table_sockets():
         row("no socket, M0_HOST and M0_PORT", 0, sockets=[],
             env={"M0_HOST": "127.0.0.1", "M0_PORT": port2},
             cfg={"port": (str(port2), "env"), "host": ("127.0.0.1", "env")}),
+        row("no socket, M0_HOST that does not resolve", 78, sockets=[],
+            env={"M0_HOST": "no-such-host.invalid"}, first="listen-sockets",
+            cfg={"host": ("no-such-host.invalid", "env")}),
+        row("no socket, --host no address of this machine", 78, sockets=[],
+            args=["--host", "192.0.2.1"], first="listen-sockets",
+            cfg={"host": ("192.0.2.1", "flag")}),
     ])
 
 
@@ -456,3 +462,116 @@ def test_C1_both_flag_forms():
         for cfg in (spaced, joined):
             del cfg["host"], cfg["port"]
         eq(spaced, joined, f"the rest of the configuration of --{k} {v} vs --{k}={v}")
+
+
+# ---- the JSON line for every input; the doctor and serving agree (D1, D47) ----
+
+
+def _doctor_raw(env, sockets=("tcp",), watchdog_pid_self=False):
+    """Run --doctor; returns (exit, the last line's object, the last line's bytes). The line
+    must be valid UTF-8 and valid JSON, whatever bytes the environment held."""
+    with Server("host_check", args=["--doctor"], env=env, sockets=sockets,
+                watchdog_pid_self=watchdog_pid_self, capture_stdout=True) as s:
+        rc = s.wait_exit(10)
+        raw = s.out.rstrip(b"\n").split(b"\n")[-1]
+        log = s.log_text()
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except ValueError as e:
+        raise AssertionError(f"the last line is not UTF-8 JSON ({e}): {raw!r}; stderr:\n{log}")
+    check(isinstance(obj, dict), f"the last line is not an object: {raw!r}")
+    eq(obj.get("exit"), rc, "exit in the JSON vs the doctor's exit status")
+    return rc, obj, raw
+
+
+def _serve_watchdog(env, watchdog_pid_self=False):
+    """Serve with a 200 ms watchdog environment for 0.6 s: (exit, WATCHDOG=1 pings seen)."""
+    with Server("host_check", env=env, watchdog_pid_self=watchdog_pid_self) as s:
+        got = s.wait_ready_or_exit(10)
+        check(got == "ready", f"serving: {got!r}, log:\n{s.log_text()}")
+        time.sleep(0.6)
+        pings = s.notify_lines().count("WATCHDOG=1")
+        return s.stop(), pings
+
+
+def test_D1_doctor_watchdog_is_what_serving_uses():
+    """WATCHDOG_USEC is read as sd_watchdog_enabled() reads it, WATCHDOG_PID honoured: a value
+    that does not parse, one that would inject a JSON member, 0, and another process's
+    watchdog are all no watchdog (null), as serving has none (it never pings); the doctor's
+    JSON stays one valid object."""
+    other = str(os.getpid())
+    cases = [
+        ("abc", {"WATCHDOG_USEC": "abc"}, False, None,
+         "off: WATCHDOG_USEC='abc' does not parse (Invalid argument)"),
+        ('1,"x":2', {"WATCHDOG_USEC": '1,"x":2'}, False, None,
+         "off: WATCHDOG_USEC='1,\"x\":2' does not parse (Invalid argument)"),
+        ("0", {"WATCHDOG_USEC": "0"}, False, None,
+         "off: WATCHDOG_USEC='0' does not parse (Invalid argument)"),
+        ("another process's", {"WATCHDOG_USEC": 200000, "WATCHDOG_PID": other}, False, None,
+         f"off: WATCHDOG_PID={other} is another process"),
+        ("this process's", {"WATCHDOG_USEC": 200000}, True, 200000, "on: 200000 us"),
+        ("no WATCHDOG_PID", {"WATCHDOG_USEC": 200000}, False, 200000, "on: 200000 us"),
+    ]
+    failures = []
+    for name, env, self_pid, usec, detail in cases:
+        try:
+            rc, obj, raw = _doctor_raw(env, watchdog_pid_self=self_pid)
+            eq(rc, 0, "doctor exit status")
+            eq(obj["watchdog"], {"usec": usec, "detail": detail}, "watchdog")
+            eq(sorted(obj), ["app", "app_limits", "capabilities", "checks", "config", "exit",
+                             "fd_store", "sockets", "topology", "version", "watchdog"],
+               "members of the JSON object")
+            s_rc, pings = _serve_watchdog(env, watchdog_pid_self=self_pid)
+            eq(s_rc, rc, "serving's exit status vs the doctor's")
+            check((pings > 0) == (usec is not None),
+                  f"serving sent {pings} WATCHDOG=1 where the doctor says usec {usec}")
+        except AssertionError as e:
+            failures.append(f"{name}: {str(e).splitlines()[0]}")
+    if failures:
+        raise AssertionError(f"{len(failures)} of {len(cases)} cases:\n" + "\n".join(failures))
+
+
+def _gai_error(host, port):
+    """What getaddrinfo() (the same libc as the host's) answers for host:port, as serving asks."""
+    try:
+        socket.getaddrinfo(host, port, socket.AF_UNSPEC, socket.SOCK_STREAM, 0,
+                           socket.AI_PASSIVE | socket.AI_NUMERICSERV)
+    except socket.gaierror as e:
+        return e.strerror
+    raise AssertionError(f"{host!r} resolves here: the test needs a name that does not")
+
+
+def test_D1_doctor_and_serving_refuse_the_same_host():
+    """M0_HOST that does not resolve, that holds bytes that are not UTF-8, or that names no
+    address of this machine is a failed listen-sockets check for both (R2): the doctor exits 78
+    with valid UTF-8 JSON naming it, and serving refuses with the same finding."""
+    port = free_port()
+    fix = "set --host/--port or M0_HOST/M0_PORT"
+    not_utf8 = b"\xff\xfe"
+    cases = [
+        ("no-such-host.invalid", "no-such-host.invalid",
+         f"cannot resolve --host (M0_HOST) 'no-such-host.invalid': "
+         f"{_gai_error('no-such-host.invalid', port)}"),
+        (not_utf8, "\ufffd\ufffd",
+         "cannot resolve --host (M0_HOST) '\ufffd\ufffd': " + _gai_error(not_utf8, port)),
+        ("192.0.2.1", "192.0.2.1",
+         f"cannot listen on 192.0.2.1:{port}: Cannot assign requested address"),
+    ]
+    failures = []
+    for host, shown, detail in cases:
+        try:
+            env = {"M0_HOST": host, "M0_PORT": port}
+            rc, obj, raw = _doctor_raw(env, sockets=[])
+            eq(rc, 78, "doctor exit status")
+            eq((obj["config"]["host"]["value"], obj["config"]["host"]["source"]), (shown, "env"),
+               "config.host")
+            failed = [c for c in obj["checks"] if not c["ok"]]
+            eq(failed, [{"name": "listen-sockets", "ok": False, "detail": detail, "fix": fix}],
+               "the failed checks")
+            s_rc, refusals = run_serving(row(str(host), 78, sockets=[], env=env))
+            eq(s_rc, 78, "serving's exit status")
+            eq(refusals, [f"m0: listen-sockets: {detail} ({fix})"], "serving's refusal")
+        except AssertionError as e:
+            failures.append(f"{host!r}: {str(e).splitlines()[0]}")
+    if failures:
+        raise AssertionError(f"{len(failures)} of {len(cases)} hosts:\n" + "\n".join(failures))
