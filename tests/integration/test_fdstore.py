@@ -77,6 +77,22 @@ def _stored(s):
     return fds[0]
 
 
+def _restarted(fd, env):
+    """host_check started as systemd starts it again: an HTTP socket, and `fd` handed back as
+    the fd store's m0-bus; the notify datagrams' fds are collected."""
+    return Server("host_check", env=env, sockets=(("tcp", "http"),), extra_fds=[("m0-bus", fd)],
+                  collect_fds=True)
+
+
+def _taken_back(s, pattern):
+    """Wait for READY=1 and the store's log line, which must match `pattern` whole."""
+    s.wait_ready()
+    line = s.wait_log(r"event state taken back")
+    m = re.fullmatch(pattern, line)
+    check(m, f"the log line {line!r}")
+    return m
+
+
 def _fdstore_datagrams(s):
     """The fd store's datagrams received so far, in order (their fds stay with `s`)."""
     s.drain_notify()
@@ -128,17 +144,12 @@ def test_B4_ids_continue_after_kill_9_and_replay_crosses_it():
             old_pid = s1.pid
             s1.proc.kill()
             eq(s1.wait_exit(5), -9, "killed")
-        with Server(
-            "host_check", env=env, sockets=(("tcp", "http"),), extra_fds=[("m0-bus", fd)]
-        ) as s2:
-            s2.wait_ready()
-            line = s2.wait_log(r"event state taken back from the fd store")
-            m = re.fullmatch(
+        with _restarted(fd, env) as s2:
+            m = _taken_back(
+                s2,
                 r"m0\[host_check\]: event state taken back from the fd store: ids continue "
                 r"after (\d+), (\d+) frames kept for replay",
-                line,
             )
-            check(m, f"the log line {line!r}")
             n, kept = int(m.group(1)), int(m.group(2))
             check(n >= last, f"ids continue after {n}, but {last} was seen before the crash")
             eq(kept, n, "frames kept (all of them, fewer than the ring holds)")
@@ -165,13 +176,7 @@ def test_B4_garbage_named_m0_bus_is_not_state_ids_start_at_1():
     fd = os.memfd_create("m0-bus")
     try:
         os.write(fd, b"not m0 event state\n" * 64)
-        with Server(
-            "host_check",
-            env={"M0_HOSTCHECK_PERIOD_MS": 50},
-            sockets=(("tcp", "http"),),
-            extra_fds=[("m0-bus", fd)],
-            collect_fds=True,
-        ) as s:
+        with _restarted(fd, {"M0_HOSTCHECK_PERIOD_MS": 50}) as s:
             s.wait_ready()
             line = s.wait_log(r"is not m0 event state")
             check(
@@ -226,13 +231,7 @@ def test_B4_a_store_that_does_not_fit_is_replaced():
     for name, image, why in BAD_STORES:
         fd = memfd_with(image)
         try:
-            with Server(
-                "host_check",
-                env={"M0_HOSTCHECK_PERIOD_MS": 50, "M0_REPLAY_FRAMES": 8},
-                sockets=(("tcp", "http"),),
-                extra_fds=[("m0-bus", fd)],
-                collect_fds=True,
-            ) as s:
+            with _restarted(fd, {"M0_HOSTCHECK_PERIOD_MS": 50, "M0_REPLAY_FRAMES": 8}) as s:
                 got = s.wait_ready_or_exit(10)
                 check(got == "ready", f"{got!r} instead of READY=1; log:\n{s.log_text()}")
                 eq(
@@ -286,14 +285,8 @@ def test_B4_each_stored_frame_is_checked_before_it_is_restored():
         data_head=ends)
     fd = memfd_with(image)
     try:
-        with Server(
-            "host_check",
-            env={"M0_HOSTCHECK_STEP_FAILS_AT": 1, "M0_REPLAY_FRAMES": 8,
-                 "M0_SSE_HEARTBEAT_MS": 0},
-            sockets=(("tcp", "http"),),
-            extra_fds=[("m0-bus", fd)],
-            collect_fds=True,
-        ) as s:
+        with _restarted(fd, {"M0_HOSTCHECK_STEP_FAILS_AT": 1, "M0_REPLAY_FRAMES": 8,
+                             "M0_SSE_HEARTBEAT_MS": 0}) as s:
             s.wait_ready()
             s.wait_log(r"producer step failed")
             rd = _stream(s, [("Last-Event-ID", "0")])
@@ -327,21 +320,13 @@ def test_B4_resize_counts_the_frames_it_kept():
                 pass
             old_pid = s1.pid
             eq(s1.stop(), 0, "the first process's exit status")
-        with Server(
-            "host_check",
-            env={"M0_HOSTCHECK_STEP_FAILS_AT": 1, "M0_REPLAY_FRAMES": 3, "M0_SSE_HEARTBEAT_MS": 0},
-            sockets=(("tcp", "http"),),
-            extra_fds=[("m0-bus", fd)],
-            collect_fds=True,
-        ) as s2:
-            s2.wait_ready()
-            line = s2.wait_log(r"event state taken back")
-            m = re.fullmatch(
+        with _restarted(fd, {"M0_HOSTCHECK_STEP_FAILS_AT": 1, "M0_REPLAY_FRAMES": 3,
+                             "M0_SSE_HEARTBEAT_MS": 0}) as s2:
+            m = _taken_back(
+                s2,
                 r"m0\[host_check\]: event state taken back from the fd store and resized to 3 "
                 r"frames: ids continue after (\d+), 3 frames kept",
-                line,
             )
-            check(m, f"the log line {line!r}")
             n = int(m.group(1))
             check(n >= 10, f"ids continue after {n}")
             s2.wait_log(r"producer step failed")
