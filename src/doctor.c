@@ -71,11 +71,12 @@ static uint64_t watchdog(char *detail, size_t len)
                 snprintf(detail, len, "off: WATCHDOG_PID=%s is another process", pid ? pid : "");
         else if (pid)
                 snprintf(detail, len,
-                         "off: WATCHDOG_USEC='%s' with WATCHDOG_PID='%s' does not parse (%s)", v,
-                         pid, strerror(-r));
+                         "off: sd_watchdog_enabled() refuses WATCHDOG_USEC='%s', WATCHDOG_PID='%s' "
+                         "(%s)",
+                         v, pid, strerror(-r));
         else
-                snprintf(detail, len, "off: WATCHDOG_USEC='%s' does not parse (%s)", v,
-                         strerror(-r));
+                snprintf(detail, len, "off: sd_watchdog_enabled() refuses WATCHDOG_USEC='%s' (%s)",
+                         v, strerror(-r));
         return r > 0 ? usec : 0;
 }
 

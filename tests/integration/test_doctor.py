@@ -502,11 +502,14 @@ def test_D1_doctor_watchdog_is_what_serving_uses():
     other = str(os.getpid())
     cases = [
         ("abc", {"WATCHDOG_USEC": "abc"}, False, None,
-         "off: WATCHDOG_USEC='abc' does not parse (Invalid argument)"),
+         "off: sd_watchdog_enabled() refuses WATCHDOG_USEC='abc' (Invalid argument)"),
         ('1,"x":2', {"WATCHDOG_USEC": '1,"x":2'}, False, None,
-         "off: WATCHDOG_USEC='1,\"x\":2' does not parse (Invalid argument)"),
+         "off: sd_watchdog_enabled() refuses WATCHDOG_USEC='1,\"x\":2' (Invalid argument)"),
         ("0", {"WATCHDOG_USEC": "0"}, False, None,
-         "off: WATCHDOG_USEC='0' does not parse (Invalid argument)"),
+         "off: sd_watchdog_enabled() refuses WATCHDOG_USEC='0' (Invalid argument)"),
+        ("WATCHDOG_PID that is no pid", {"WATCHDOG_USEC": 200000, "WATCHDOG_PID": "x"}, False,
+         None, "off: sd_watchdog_enabled() refuses WATCHDOG_USEC='200000', WATCHDOG_PID='x' "
+         "(Invalid argument)"),
         ("another process's", {"WATCHDOG_USEC": 200000, "WATCHDOG_PID": other}, False, None,
          f"off: WATCHDOG_PID={other} is another process"),
         ("this process's", {"WATCHDOG_USEC": 200000}, True, 200000, "on: 200000 us"),
