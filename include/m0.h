@@ -183,7 +183,10 @@ M0_EXPORT int m0_res_stream(m0_res *res);
 /**
  * Publish one event to the streams of every loop but `skip_loop` (-1: every loop). `event` may
  * be NULL (no `event:` line); `data` is split into one `data:` line per line. The event is kept
- * for replay (M0_REPLAY_FRAMES). Any thread, any time after READY; never blocks on a subscriber.
+ * for replay (M0_REPLAY_FRAMES), and each loop's channel holds it until that loop has delivered
+ * it, in id order (a loop whose channel overflows, M0_CHANNEL_FRAMES, closes its streams so that
+ * their clients reconnect with Last-Event-ID). Any thread, any time after READY; never blocks on
+ * a subscriber.
  * Returns the event's id (ids are contiguous, from 1), or -errno (-EINVAL for CR in `event`,
  * -ENOMEM).
  */

@@ -9,23 +9,35 @@
 #include "internal.h"
 
 /*
- * The ring is the channel: a loop woken by a publish takes every frame newer than the last one
- * it delivered, in id order, under the bus lock (a handful of pointer copies), and writes them to
- * its streams outside it. A loop that falls more than K frames behind loses the oldest ones: they
- * are counted as dropped, and its streams' clients get them back with Last-Event-ID while kept.
+ * A publish takes the next id, keeps the frame in the replay ring and queues a reference to it
+ * on every loop's channel but the skipped one, all under the bus lock, so that each channel
+ * holds its frames in id order (D44). A loop woken by it takes its channel's frames (a handful
+ * of pointer copies under the lock) and writes them to its streams outside it. A frame stays
+ * alive while a channel holds it, however far the ring has moved on. A channel that is full
+ * refuses frames, and its loop closes the streams that would miss them: their clients reconnect
+ * with Last-Event-ID and get them from the ring.
  */
 
 #define ID_ROOM 32 /* "id: 18446744073709551615\n" fits */
 
 struct m0_bus *m0__bus_global;
 
-int m0__bus_init(struct m0_bus *b, size_t cap)
+int m0__bus_init(struct m0_bus *b, size_t cap, int nchans, size_t chan_cap)
 {
         memset(b, 0, sizeof(*b));
         pthread_mutex_init(&b->lock, NULL);
         b->cap = cap ? cap : 1;
         b->ring = calloc(b->cap, sizeof(*b->ring));
-        return b->ring ? 0 : -ENOMEM;
+        b->chan_cap = chan_cap ? chan_cap : 1;
+        b->chans = calloc(nchans > 0 ? (size_t)nchans : 1, sizeof(*b->chans));
+        if (!b->ring || !b->chans)
+                return -ENOMEM;
+        for (; b->nchans < nchans; b->nchans++) {
+                b->chans[b->nchans].q = calloc(b->chan_cap, sizeof(*b->chans[0].q));
+                if (!b->chans[b->nchans].q)
+                        return -ENOMEM;
+        }
+        return 0;
 }
 
 void m0__frame_unref(struct m0_frame *f)
@@ -37,6 +49,15 @@ void m0__frame_unref(struct m0_frame *f)
 void m0__bus_destroy(struct m0_bus *b)
 {
         m0__store_close(b);
+        for (int i = 0; b->chans && i < b->nchans; i++) {
+                struct m0_chan *ch = &b->chans[i];
+                for (; ch->count; ch->count--, ch->head = (ch->head + 1) % b->chan_cap)
+                        m0__frame_unref(ch->q[ch->head]);
+                free(ch->q);
+        }
+        free(b->chans);
+        b->chans = NULL;
+        b->nchans = 0;
         if (!b->ring)
                 return;
         for (size_t i = 0; i < b->cap; i++)
@@ -118,6 +139,24 @@ int64_t m0__bus_publish(struct m0_bus *b, const char *event, const char *data, i
                 b->count++;
         if (b->store)
                 m0__store_note(b, f);
+        unsigned queued = 0;
+        for (int i = 0; i < b->nchans; i++) {
+                struct m0_chan *ch = &b->chans[i];
+                if (i == skip_loop)
+                        continue;
+                /* Full, or refusing since it was: the loop learns of it once it has taken what
+                 * came before, and nothing after the first refusal may reach it before then. */
+                if (ch->refused || ch->count == b->chan_cap) {
+                        if (ch->refused++ == 0)
+                                ch->refused_from = id;
+                        ch->refused_last = id;
+                        continue;
+                }
+                ch->q[(ch->head + ch->count++) % b->chan_cap] = f;
+                queued++;
+        }
+        /* Nobody can take the frame before the lock is released. */
+        atomic_fetch_add_explicit(&f->refs, queued, memory_order_relaxed);
         pthread_mutex_unlock(&b->lock);
         m0__frame_unref(old);
         if (b->wake)
@@ -146,6 +185,32 @@ size_t m0__bus_take(struct m0_bus *b, uint64_t after, struct m0_frame **out, siz
         }
         *ret_last = id - 1;
         pthread_mutex_unlock(&b->lock);
+        return n;
+}
+
+size_t m0__bus_take_channel(struct m0_bus *b, int chan, struct m0_frame **out, size_t max,
+                            struct m0_refusal *ret_refused)
+{
+        struct m0_refusal none = {0};
+        size_t n = 0;
+        pthread_mutex_lock(&b->lock);
+        if (chan >= 0 && chan < b->nchans) {
+                struct m0_chan *ch = &b->chans[chan];
+                /* The channel's references pass to the caller. */
+                for (; n < max && ch->count; n++, ch->count--) {
+                        out[n] = ch->q[ch->head];
+                        ch->q[ch->head] = NULL;
+                        ch->head = (ch->head + 1) % b->chan_cap;
+                }
+                if (ch->count == 0 && ch->refused) {
+                        none = (struct m0_refusal){.count = ch->refused,
+                                                   .from = ch->refused_from,
+                                                   .last = ch->refused_last};
+                        ch->refused = 0;
+                }
+        }
+        pthread_mutex_unlock(&b->lock);
+        *ret_refused = none;
         return n;
 }
 

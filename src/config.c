@@ -79,6 +79,8 @@ static const struct m0_knob knobs[] = {
          1073741824, "unsent response bytes per connection before it stops reading"},
         {"replay-frames", "M0_REPLAY_FRAMES", "1024", K_U32, OFF(replay_frames), 1,
          M0__REPLAY_FRAMES_MAX, "events kept for clients reconnecting with Last-Event-ID"},
+        {"channel-frames", "M0_CHANNEL_FRAMES", "4096", K_U32, OFF(channel_frames), 1, 1048576,
+         "events a loop holds for its streams until it delivers them; past it they reconnect"},
         {"linger-ms", "M0_LINGER_MS", "2000", K_U32, OFF(linger_ms), 0, 60000,
          "after a last response, read and drop the client's bytes this long before closing"},
 };

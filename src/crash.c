@@ -60,6 +60,11 @@ int m0__thread_loop(void)
         return t_loop;
 }
 
+struct m0_loop *m0__thread_loop_self(void)
+{
+        return t_loop_ptr;
+}
+
 void m0__thread_forget(void)
 {
         if (t_altstack) {

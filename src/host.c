@@ -489,7 +489,8 @@ int m0_main(const m0_app *app, int argc, char **argv)
                 m0__log(M0_LOG_ERR, -1, NULL, "%s", err);
                 return M0__EXIT_FAIL;
         }
-        if (m0__bus_init(&h->bus, h->cfg.replay_frames) < 0) {
+        if (m0__bus_init(&h->bus, h->cfg.replay_frames, (int)h->cfg.threads,
+                         h->cfg.channel_frames) < 0) {
                 m0__sockets_close(&h->sockets);
                 m0__log(M0_LOG_ERR, -1, NULL, "no memory for the replay ring");
                 return M0__EXIT_FAIL;

@@ -88,6 +88,7 @@ struct m0_config {
         uint32_t linger_ms;
         uint32_t drain_idle_ms;
         uint32_t replay_frames;
+        uint32_t channel_frames;
         bool doctor;
         unsigned char sources[M0__KNOBS_MAX]; /* enum m0_source per knob, in table order */
 };
@@ -186,6 +187,8 @@ void m0__thread_identify(struct m0_loop *l, m0_thread_kind kind, int loop, int t
 void m0__thread_forget(void);
 /* The loop this thread serves (a loop or one of its pool threads), or -1. */
 int m0__thread_loop(void);
+/* The loop whose own thread this is; NULL on any other thread (a pool thread included). */
+struct m0_loop *m0__thread_loop_self(void);
 
 /* ---- caps.c ---- */
 
@@ -216,7 +219,8 @@ int m0__limits_raise(struct m0_host *h);
 /* ---- bus.c ---- */
 
 /* One published event, formatted once: bytes[start, end) is "id: N\nevent: T\ndata: …\n\n".
- * Immutable once published; reference-counted by the ring and by loops delivering it. */
+ * Immutable once published; reference-counted by the ring, and by the channels and loops that
+ * hold it. */
 struct m0_frame {
         atomic_uint refs;
         uint64_t id;
@@ -225,11 +229,34 @@ struct m0_frame {
         char bytes[];
 };
 
+/*
+ * One loop's channel (B1, D44, D45): references to the frames published for it since it last
+ * took them, oldest first, at most `chan_cap`. A frame that finds it full is refused, and so is
+ * every one after it until the loop has taken the whole queue and learnt of the refusal, which
+ * it answers by closing the streams that would miss them. Written by publishers, emptied by its
+ * loop, both under the bus lock.
+ */
+struct m0_chan {
+        struct m0_frame **q; /* q[(head + i) % cap], i < count */
+        size_t head, count;
+        uint64_t refused;      /* frames refused since the loop last took the queue */
+        uint64_t refused_from; /* the first of them */
+        uint64_t refused_last; /* the newest of them */
+};
+
+/* What a loop learns from its channel when the frames it took end where refusals began. */
+struct m0_refusal {
+        uint64_t count, from, last; /* count 0: none */
+};
+
 struct m0_bus {
         pthread_mutex_t lock;
         struct m0_frame **ring; /* frame of id i at ring[i % cap] */
         size_t cap, count;
-        uint64_t last_id; /* ids are contiguous: the next one is last_id + 1 */
+        uint64_t last_id;      /* ids are contiguous: the next one is last_id + 1 */
+        struct m0_chan *chans; /* one per loop */
+        int nchans;
+        size_t chan_cap;
         void (*wake)(void *ud, int skip_loop);
         void *wake_ud;
         struct m0_store *store; /* the memfd in systemd's fd store (B4), or NULL */
@@ -250,7 +277,8 @@ void m0__store_note(struct m0_bus *b, const struct m0_frame *f);
 void m0__store_close(struct m0_bus *b);
 
 extern struct m0_bus *m0__bus_global; /* set once before any thread exists */
-int m0__bus_init(struct m0_bus *b, size_t cap);
+/* A bus keeping `cap` frames for replay, with `nchans` channels of `chan_cap` frames each. */
+int m0__bus_init(struct m0_bus *b, size_t cap, int nchans, size_t chan_cap);
 void m0__bus_destroy(struct m0_bus *b);
 int64_t m0__bus_publish(struct m0_bus *b, const char *event, const char *data, int skip_loop);
 /*
@@ -259,6 +287,13 @@ int64_t m0__bus_publish(struct m0_bus *b, const char *event, const char *data, i
  */
 size_t m0__bus_take(struct m0_bus *b, uint64_t after, struct m0_frame **out, size_t max,
                     uint64_t *ret_last, uint64_t *ret_lost);
+/*
+ * Take references to up to `max` frames from channel `chan`, oldest first (the loop's thread).
+ * When they end where the channel began refusing frames, *ret_refused says which it refused
+ * (count 0 otherwise), and the channel takes frames again.
+ */
+size_t m0__bus_take_channel(struct m0_bus *b, int chan, struct m0_frame **out, size_t max,
+                            struct m0_refusal *ret_refused);
 uint64_t m0__bus_last(struct m0_bus *b);
 void m0__frame_unref(struct m0_frame *f);
 
@@ -463,8 +498,9 @@ struct m0_loop {
         /* streams (S1) and the bus channel (B1) */
         struct m0_conn *streams;
         atomic_bool bus_pending; /* set by a publisher, cleared by the loop (wakes on 0→1) */
-        uint64_t bus_last;       /* the newest frame id this loop has delivered */
-        uint64_t bus_lost;       /* frames the ring dropped before this loop took them */
+        uint64_t chan_refused;   /* frames this loop's channel refused, being full (B2) */
+        uint64_t chan_closed;    /* streams closed because their loop's channel was full */
+        uint64_t chan_logged_ms; /* when a full channel was last logged */
         uint64_t streams_cut;    /* streams closed because their backlog passed its bound */
         uint64_t streams_unread; /* streams closed at the stop with frames their client had not
                                     taken */

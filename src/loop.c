@@ -193,13 +193,21 @@ static void cut_all(struct m0_loop *l)
                         l->index, (unsigned long long)l->cut, l->cut == 1 ? "" : "s");
 }
 
+/* Deliver what the loop's channel holds, when a publish said there is something (D44). The flag
+ * is only looked at first: the exchange is for when it is set. */
+static void deliver_pending(struct m0_loop *l)
+{
+        if (atomic_load_explicit(&l->bus_pending, memory_order_relaxed) &&
+            atomic_exchange(&l->bus_pending, false))
+                m0__sse_deliver(l);
+}
+
 static void drain_mailbox(struct m0_loop *l)
 {
         uint64_t v;
         if (read(l->mb_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
                 return;
-        if (atomic_exchange(&l->bus_pending, false))
-                m0__sse_deliver(l);
+        deliver_pending(l);
         pthread_mutex_lock(&l->mb_lock);
         struct m0_msg *m = l->mb_head;
         l->mb_head = l->mb_tail = NULL;
@@ -272,6 +280,9 @@ int m0__loop_run_once(struct m0_loop *l, int timeout_ms)
                                 m0__accept_ready(l, l->listen_fds[li]);
                 } else {
                         m0__conn_event(p, evs[i].events);
+                        /* What the loop published while serving it reaches its own streams
+                         * now, in id order, not only once the channel has filled up (B1). */
+                        deliver_pending(l);
                 }
         }
         fire_timers(l);
@@ -287,6 +298,7 @@ int m0__loop_run_once(struct m0_loop *l, int timeout_ms)
                 l->host->app->tick(l->state);
                 l->next_tick_ms = l->now_ms + l->host->tick_ms;
         }
+        deliver_pending(l);
         return n;
 }
 
@@ -360,11 +372,13 @@ void *m0__loop_main(void *arg)
                 m0__log(M0_LOG_INFO, l->index, NULL,
                         "loop stopped: accepted %llu, passed %llu, received %llu, requests %llu, "
                         "connections refused %llu, slow streams closed %llu, streams closed "
-                        "unread at the stop %llu, bus frames lost %llu",
+                        "unread at the stop %llu, streams closed at a full channel %llu, frames a "
+                        "full channel refused %llu",
                         (unsigned long long)l->accepted, (unsigned long long)l->passed,
                         (unsigned long long)l->received, (unsigned long long)l->requests,
                         (unsigned long long)l->refused_conns, (unsigned long long)l->streams_cut,
-                        (unsigned long long)l->streams_unread, (unsigned long long)l->bus_lost);
+                        (unsigned long long)l->streams_unread, (unsigned long long)l->chan_closed,
+                        (unsigned long long)l->chan_refused);
         }
         if (h->app->free && l->state)
                 h->app->free(l->state);

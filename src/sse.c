@@ -136,28 +136,56 @@ void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res)
         }
 }
 
+/*
+ * The loop's channel refused frames (B2, D45): every stream that would miss one of them is
+ * ended after what it was already sent, so that its client reconnects with Last-Event-ID and
+ * gets them from the replay ring, rather than going on past a hole. Logged at most once a second
+ * per loop; the exit line counts them all.
+ */
+static void close_behind(struct m0_loop *l, const struct m0_refusal *r)
+{
+        unsigned closed = 0;
+        for (struct m0_conn *c = l->streams, *next; c; c = next) {
+                next = c->snext;
+                if (c->cursor >= r->last)
+                        continue; /* opened after the refused frames: it has them already */
+                m0__sse_unlink(c);
+                m0__conn_end(c);
+                closed++;
+        }
+        l->chan_refused += r->count;
+        l->chan_closed += closed;
+        if (l->chan_logged_ms && l->now_ms < l->chan_logged_ms + 1000)
+                return;
+        l->chan_logged_ms = l->now_ms ? l->now_ms : 1;
+        m0__log(M0_LOG_WARNING, l->index, NULL,
+                "loop %d's channel is full (--channel-frames %u): %llu frame%s from id %llu "
+                "refused; %u stream%s closed, to reconnect with Last-Event-ID",
+                l->index, l->host->cfg.channel_frames, (unsigned long long)r->count,
+                r->count == 1 ? "" : "s", (unsigned long long)r->from, closed,
+                closed == 1 ? "" : "s");
+}
+
 void m0__sse_deliver(struct m0_loop *l)
 {
         struct m0_bus *b = &l->host->bus;
         for (;;) {
                 struct m0_frame *f[TAKE_BATCH];
-                uint64_t last, lost;
-                size_t n = m0__bus_take(b, l->bus_last, f, TAKE_BATCH, &last, &lost);
-                l->bus_lost += lost;
-                l->bus_last = last;
+                struct m0_refusal refused;
+                size_t n = m0__bus_take_channel(b, l->index, f, TAKE_BATCH, &refused);
                 for (size_t i = 0; i < n; i++) {
-                        if (f[i]->skip != l->index) {
-                                for (struct m0_conn *c = l->streams, *next; c; c = next) {
-                                        next = c->snext; /* a send may close c */
-                                        if (c->cursor >= f[i]->id)
-                                                continue;
-                                        c->cursor = f[i]->id;
-                                        (void)m0__conn_send(c, f[i]->bytes + f[i]->start,
-                                                            f[i]->end - f[i]->start);
-                                }
+                        for (struct m0_conn *c = l->streams, *next; c; c = next) {
+                                next = c->snext; /* a send may close c */
+                                if (c->cursor >= f[i]->id)
+                                        continue;
+                                c->cursor = f[i]->id;
+                                (void)m0__conn_send(c, f[i]->bytes + f[i]->start,
+                                                    f[i]->end - f[i]->start);
                         }
                         m0__frame_unref(f[i]);
                 }
+                if (refused.count)
+                        close_behind(l, &refused);
                 if (n < TAKE_BATCH)
                         break;
         }
@@ -196,11 +224,14 @@ void m0__sse_farewell(struct m0_loop *l)
 void m0__bus_wake_loops(void *ud, int skip_loop)
 {
         struct m0_host *h = ud;
+        /* A loop publishing itself delivers after the connection it serves, or at the end of
+         * its turn at the latest (D44): its own eventfd needs no write. */
+        struct m0_loop *self = m0__thread_loop_self();
         for (int i = 0; i < h->nloops; i++) {
                 struct m0_loop *l = &h->loops[i];
                 if (i == skip_loop)
                         continue;
-                if (!atomic_exchange(&l->bus_pending, true)) {
+                if (!atomic_exchange(&l->bus_pending, true) && l != self) {
                         uint64_t one = 1;
                         ssize_t w = write(l->mb_fd, &one, sizeof(one));
                         (void)w; /* EAGAIN: the counter is already non-zero, the loop wakes */

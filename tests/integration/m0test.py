@@ -800,6 +800,7 @@ KNOBS = [
     ("max-connections", "M0_MAX_CONNECTIONS", "10000"),
     ("max-output-bytes", "M0_MAX_OUTPUT_BYTES", "1048576"),
     ("replay-frames", "M0_REPLAY_FRAMES", "1024"),
+    ("channel-frames", "M0_CHANNEL_FRAMES", "4096"),
     ("linger-ms", "M0_LINGER_MS", "2000"),
 ]
 

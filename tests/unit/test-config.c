@@ -90,6 +90,7 @@ START_TEST(defaults)
         ck_assert_uint_eq(cfg.max_connections, 10000);
         ck_assert_uint_eq(cfg.max_output_bytes, 1048576);
         ck_assert_uint_eq(cfg.linger_ms, 2000);
+        ck_assert_uint_eq(cfg.channel_frames, 4096);
         ck_assert(!cfg.doctor);
         for (size_t i = 0; i < NKNOBS; i++)
                 ck_assert_int_eq(m0__config_source(&cfg, knobs[i].flag), M0_SRC_DEFAULT);
