@@ -81,6 +81,10 @@ static const struct m0_knob knobs[] = {
          M0__REPLAY_FRAMES_MAX, "events kept for clients reconnecting with Last-Event-ID"},
         {"channel-frames", "M0_CHANNEL_FRAMES", "4096", K_U32, OFF(channel_frames), 1, 1048576,
          "events a loop holds for its streams until it delivers them; past it they reconnect"},
+        {"slice-requests", "M0_SLICE_REQUESTS", "256", K_U32, OFF(slice_requests), 1, 1000000,
+         "pipelined requests one connection runs per turn before the loop serves the others"},
+        {"turn-budget-ms", "M0_TURN_BUDGET_MS", "10", K_U32, OFF(turn_budget_ms), 1, 10000,
+         "a loop's turn serves connections this long; the rest waits for the next, served first"},
         {"linger-ms", "M0_LINGER_MS", "2000", K_U32, OFF(linger_ms), 0, 60000,
          "after a last response, read and drop the client's bytes this long before closing"},
 };

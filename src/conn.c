@@ -119,6 +119,8 @@ struct m0_conn *m0__conn_timer_next(const struct m0_conn *c)
 
 /* ---- lifetime ---- */
 
+static void stop_idle(struct m0_conn *c);
+
 static int set_events(struct m0_conn *c, uint32_t ev)
 {
         if (c->events == ev)
@@ -143,6 +145,7 @@ void m0__conn_close(struct m0_conn *c)
                 return;
         struct m0_loop *l = c->loop;
         timer_unlink(c);
+        m0__turn_forget(c);
         m0__sse_unlink(c);
         (void)epoll_ctl(l->epfd, EPOLL_CTL_DEL, c->fd, NULL);
         close(c->fd);
@@ -409,9 +412,36 @@ static void tail_note(struct m0_conn *c, const char *p, size_t n)
                 c->tail = (c->tail << 8) | (uint8_t)p[i];
 }
 
+/* ---- a connection's slice of a turn (D41) ---- */
+
+/* `c` is served now: it may run up to slice_requests requests before the loop turns to others. */
+static void slice_begin(struct m0_conn *c)
+{
+        struct m0_loop *l = c->loop;
+        l->slice_left = l->host->cfg.slice_requests;
+        l->turn_served = true;
+}
+
+/*
+ * Whether the connection being served may run one more request now: not past its slice, nor,
+ * once it ran one, past the turn's budget (which then ends the slice too). The first request of
+ * a slice always runs, so that a turn makes progress whatever its budget.
+ */
+static bool slice_goes_on(struct m0_loop *l)
+{
+        if (l->slice_left == 0)
+                return false;
+        if (l->slice_left < l->host->cfg.slice_requests && m0__turn_spent(l)) {
+                l->slice_left = 0;
+                return false;
+        }
+        return true;
+}
+
 /*
  * Parse and answer what `base[pos..len)` holds. Returns how far parsing got. Stops early when
- * the connection is closing or its answers pass max_output_bytes (the rest waits, unparsed).
+ * the connection is closing, its answers pass max_output_bytes, or its slice of the turn is
+ * spent (the rest waits, unparsed).
  */
 static size_t process(struct m0_conn *c, char *base, size_t len, size_t pos)
 {
@@ -420,7 +450,7 @@ static size_t process(struct m0_conn *c, char *base, size_t len, size_t pos)
         l->cur_base = base;
         l->cur_len = len;
         while (pos < len && !c->closing && !c->busy && !c->stream) {
-                if (l->wbuf.len >= cfg->max_output_bytes)
+                if (l->wbuf.len >= cfg->max_output_bytes || !slice_goes_on(l))
                         break;
                 size_t from = pos;
                 llhttp_errno_t e = llhttp_execute(&c->parser, base + pos, len - pos);
@@ -444,6 +474,7 @@ static size_t process(struct m0_conn *c, char *base, size_t len, size_t pos)
                          * connection closes, since what follows is not HTTP/1.1. */
                         if (c->parser.upgrade)
                                 c->closing = true;
+                        l->slice_left--;
                         dispatch(c);
                         c->phase = PH_IDLE;
                         continue;
@@ -585,11 +616,18 @@ static bool flush(struct m0_conn *c)
                 wait_read(c); /* the head or body goes on arriving, against its own deadline */
                 return false;
         }
-        if (c->rlen > c->rpos)
-                return true; /* stopped at max_output_bytes: the rest is parsed now */
+        if (c->rlen > c->rpos) {
+                if (l->slice_left)
+                        return true; /* stopped at max_output_bytes: the rest is parsed now */
+                /* Its slice is spent: the rest waits for its next turn, and no client timeout
+                 * runs meanwhile, since the loop, not the client, is what it waits for. */
+                timer_unlink(c);
+                m0__turn_defer(c, EPOLLIN);
+                return false;
+        }
         m0__timer_set(c, M0_TIMER_IDLE);
         if (l->stopping)
-                m0__conn_stop(c);
+                stop_idle(c);
         return false;
 }
 
@@ -609,14 +647,19 @@ static void keep_rest(struct m0_conn *c, char *base, size_t len, size_t pos)
                 r = stash(c, base, c->req_off, len, len);
         } else if (c->phase == PH_BODY) {
                 r = stash(c, base, c->req_off, c->req_off + c->head_len, c->req_off + c->head_len);
+        } else if (base == c->rbuf && pos < len) {
+                /* Unparsed bytes stay where they are, for the connection's next slice. */
+                c->rpos = (uint32_t)pos;
+                r = 0;
         } else {
                 r = stash(c, base, pos, len, pos);
-                /* Bytes of the next request, held unparsed behind an answer the client has not
-                 * taken: its head's deadline counts from now, when they arrived. Behind a pool
-                 * job the wait is the host's, and the deadline starts when parsing resumes. */
-                if (pos < len && !c->busy && !c->read_deadline)
-                        read_begin(c, M0_TIMER_HEAD);
         }
+        /* Bytes of the next request, held unparsed behind an answer the client has not taken
+         * or for the next slice: its head's deadline counts from now, when they arrived (or
+         * earlier, when it was set then). Behind a pool job the wait is the host's, and the
+         * deadline starts when parsing resumes. */
+        if (c->phase == PH_IDLE && pos < len && !c->busy && !c->read_deadline)
+                read_begin(c, M0_TIMER_HEAD);
         if (r < 0) {
                 rbuf_release(c);
                 refuse(c, 503);
@@ -641,6 +684,11 @@ static void on_readable(struct m0_conn *c)
                 ssize_t n = read(c->fd, l->rscratch, l->rscratch_cap);
                 if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
                         m0__conn_close(c);
+                return;
+        }
+        if (c->rlen > c->rpos) {
+                /* Requests its last slice left unparsed: they come before anything new. */
+                run_buffered(c);
                 return;
         }
         if (c->rlen > 0) {
@@ -731,6 +779,7 @@ void m0__conn_event(struct m0_conn *c, uint32_t events)
 {
         if (c->fd < 0)
                 return; /* closed earlier in this batch */
+        slice_begin(c);
         if (events & EPOLLOUT) {
                 on_writable(c);
                 if (c->fd < 0)
@@ -754,6 +803,7 @@ void m0__conn_job_done(struct m0_loop *l, struct m0_job *job)
                 return;
         }
         c->busy = false;
+        slice_begin(c);
         bool keep =
                 job->keep_alive && !atomic_load_explicit(&l->host->stopping, memory_order_relaxed);
         if (m0__res_serialize(l, &job->res, job->is_head, !keep, &l->wbuf) < 0) {
@@ -828,6 +878,14 @@ void m0__conn_timer_fire(struct m0_conn *c)
 }
 
 void m0__conn_stop(struct m0_conn *c)
+{
+        if (c->fd < 0)
+                return;
+        slice_begin(c);
+        stop_idle(c);
+}
+
+static void stop_idle(struct m0_conn *c)
 {
         if (c->fd < 0 || c->lingering || c->tcls == M0_TIMER_DRAIN)
                 return;

@@ -89,6 +89,8 @@ struct m0_config {
         uint32_t drain_idle_ms;
         uint32_t replay_frames;
         uint32_t channel_frames;
+        uint32_t slice_requests;
+        uint32_t turn_budget_ms;
         bool doctor;
         unsigned char sources[M0__KNOBS_MAX]; /* enum m0_source per knob, in table order */
 };
@@ -406,6 +408,12 @@ struct m0_conn {
         uint8_t read_cls;
         struct m0_conn *tprev, *tnext;
 
+        /* On the loop's run queue (D41): work left for a later turn, and the epoll events
+         * that turn is to handle. */
+        bool queued;
+        uint32_t qevents;
+        struct m0_conn *qprev, *qnext;
+
         /* A server-sent event stream (S1): the connection parses nothing more. */
         bool stream;
         uint64_t cursor;               /* the last event id this stream was sent */
@@ -487,6 +495,14 @@ struct m0_loop {
         size_t date_len;
         uint64_t next_tick_ms;
 
+        /* The turn (D41): one epoll batch, after the run queue, within a budget. */
+        uint64_t turn_budget_ms;  /* turn-budget-ms, at most an eighth of the watchdog interval */
+        uint64_t turn_end_ms;     /* this turn's budget ends here, on the coarse clock */
+        bool turn_served;         /* a connection was served in this turn */
+        uint32_t slice_left;      /* requests the connection being served may still run */
+        struct m0_conn_list runq; /* connections with work left for the next turn, in order */
+        size_t runq_len;
+
         struct m0_conn *dead; /* closed during this batch; freed after it (events may name them) */
         const char *
                 cur_base; /* the buffer llhttp is parsing now: callbacks turn pointers into offsets */
@@ -538,9 +554,17 @@ int m0__loop_init(struct m0_loop *l, struct m0_host *h, int index);
 void m0__loop_destroy(struct m0_loop *l);
 /* Push a message to loop `l` (any thread). 0 or -errno. */
 int m0__loop_post(struct m0_loop *l, struct m0_msg *m);
-/* Wait up to `timeout_ms` for events and handle them, with timers, heartbeats and reaping.
- * Returns how many events there were, or -errno. The loop's thread (or a test driving it). */
+/* One turn (D41): wait up to `timeout_ms` for events (not at all while the run queue holds
+ * work), serve the run queue, then the events, within the turn's budget; then timers,
+ * heartbeats and reaping. Returns how many events there were, or -errno. The loop's thread (or a
+ * test driving it). */
 int m0__loop_run_once(struct m0_loop *l, int timeout_ms);
+/* Whether this turn's budget is spent, once a connection was served in it (the coarse clock). */
+bool m0__turn_spent(struct m0_loop *l);
+/* Give `c` its turn later: to the run queue's tail (unless on it already) with `events`. */
+void m0__turn_defer(struct m0_conn *c, uint32_t events);
+/* Take `c` off the run queue (it is closing). */
+void m0__turn_forget(struct m0_conn *c);
 /* The loop's thread body. */
 void *m0__loop_main(void *arg);
 void m0__loop_date(struct m0_loop *l);

@@ -182,6 +182,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         m0__conn_close(loop->timers[cls].head);
         while (loop->streams)
                 m0__conn_close(loop->streams);
+        while (loop->runq.head)
+                m0__conn_close(loop->runq.head);
         m0__conn_reap(loop);
         if (atomic_load(&loop->load) != 0)
                 __builtin_trap(); /* a connection the loop lost track of */

@@ -801,6 +801,8 @@ KNOBS = [
     ("max-output-bytes", "M0_MAX_OUTPUT_BYTES", "1048576"),
     ("replay-frames", "M0_REPLAY_FRAMES", "1024"),
     ("channel-frames", "M0_CHANNEL_FRAMES", "4096"),
+    ("slice-requests", "M0_SLICE_REQUESTS", "256"),
+    ("turn-budget-ms", "M0_TURN_BUDGET_MS", "10"),
     ("linger-ms", "M0_LINGER_MS", "2000"),
 ]
 

@@ -371,7 +371,9 @@ def test_B2_full_channel_closes_its_streams_they_come_back_with_last_event_id():
     from the replay ring; the exit line counts the stream and the frames refused, and the
     overflow is logged."""
     n = 3000
-    args = ["--max-keepalive-requests", "0", "--channel-frames", "8", "--replay-frames", "4096"]
+    # A slice of 64 requests publishes 64 frames before the loop delivers: more than 8.
+    args = ["--max-keepalive-requests", "0", "--channel-frames", "8", "--slice-requests", "64",
+            "--replay-frames", "4096"]
     with Server("counter", args=args) as s:
         s.wait_ready()
         rd, _ = stream(s)

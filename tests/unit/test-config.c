@@ -91,6 +91,8 @@ START_TEST(defaults)
         ck_assert_uint_eq(cfg.max_output_bytes, 1048576);
         ck_assert_uint_eq(cfg.linger_ms, 2000);
         ck_assert_uint_eq(cfg.channel_frames, 4096);
+        ck_assert_uint_eq(cfg.slice_requests, 256);
+        ck_assert_uint_eq(cfg.turn_budget_ms, 10);
         ck_assert(!cfg.doctor);
         for (size_t i = 0; i < NKNOBS; i++)
                 ck_assert_int_eq(m0__config_source(&cfg, knobs[i].flag), M0_SRC_DEFAULT);

@@ -1,0 +1,215 @@
+# SPDX-License-Identifier: MIT
+"""Fair turns (SPEC W1, H1, H5): a loop's work per turn is bounded, so connections that each
+pipeline a large batch of heavy requests cannot hold it past the watchdog, and a second
+connection is answered while one connection's batch is under way."""
+
+import re
+import select
+import socket
+import time
+
+from m0test import Server, check, eq
+
+WD_USEC = 2000000  # half interval 1 s: the producer looks, and pings, once a second
+HALF = WD_USEC / 1e6 / 2
+SLACK = 0.5
+
+
+def _search(sel):
+    return f"GET /x/search?sel={sel}&k=64 HTTP/1.1\r\nHost: test\r\n\r\n".encode()
+
+
+def _sel(i):
+    """The sel of request i of a batch: 90..100, so that the answers' order can be checked."""
+    return 90 + i % 11
+
+
+def _search_cost(s):
+    """Seconds one /x/search?sel=100&k=64 takes on this build, the median of 9."""
+    c = s.connect()
+    took = []
+    for _ in range(9):
+        t0 = time.monotonic()
+        r = c.get("/x/search?sel=100&k=64")
+        took.append(time.monotonic() - t0)
+        eq(r.status, 200, "/x/search")
+    c.close()
+    return sorted(took)[len(took) // 2]
+
+
+NOW = b"GET /x/now HTTP/1.1\r\nHost: test\r\n\r\n"
+
+
+def _now_every(every):
+    """Request i of a batch: /x/now when i % every == every - 1 (its answer carries the server's
+    clock when that point of the batch was reached), else a search."""
+    return lambda i: None if i % every == every - 1 else _sel(i)
+
+
+class _Pipeline:
+    """One raw connection that writes `n` pipelined requests at once and checks each answer in
+    order: request i is /x/search?sel=kind(i) or, where kind(i) is None, /x/now. `nows` collects
+    the server's clock from every /x/now answer."""
+
+    def __init__(self, addr, n, kind=_sel):
+        self.n = n
+        self.kind = kind
+        self.k = socket.create_connection(addr, timeout=10)
+        self.k.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+        self.got = 0
+        self.nows = []
+        self.t_last = None
+
+    def write(self):
+        reqs = [NOW if self.kind(i) is None else _search(self.kind(i)) for i in range(self.n)]
+        self.k.sendall(b"".join(reqs))
+
+    def read(self):
+        """Read what is there and check each whole answer in order; False at EOF."""
+        d = self.k.recv(1 << 20)
+        if not d:
+            return False
+        self.buf += d
+        while True:
+            i = self.buf.find(b"\r\n\r\n")
+            if i < 0:
+                return True
+            head = self.buf[:i].decode("latin-1")
+            m = re.search(r"\r\ncontent-length: *(\d+)", head, re.I)
+            check(m, f"answer {self.got} without Content-Length: {head!r}")
+            end = i + 4 + int(m.group(1))
+            if len(self.buf) < end:
+                return True
+            body = self.buf[i + 4 : end]
+            self.buf = self.buf[end:]
+            eq(head[:12], "HTTP/1.1 200", f"status of answer {self.got}")
+            check("Connection: close" not in head, f"answer {self.got} closes the connection")
+            sel = self.kind(self.got)
+            if sel is None:
+                m = re.fullmatch(rb'\{"now":(\d+\.\d{3})\}', body)
+                check(m, f"answer {self.got} is not /x/now's: {body[:40]!r}")
+                self.nows.append(float(m.group(1)))
+            else:
+                want = f'{{"sel":{sel},"k":64,"ids":['.encode()
+                check(body.startswith(want), f"answer {self.got} out of order: {body[:40]!r}")
+            self.got += 1
+            self.t_last = time.monotonic()
+
+    @property
+    def done(self):
+        return self.got == self.n
+
+
+def _hold(s, ms=300):
+    """Hold the loop with /x/slow?ms=`ms` on it, so that what is written meanwhile is all
+    waiting, each connection's batch whole in its socket, when the loop next looks."""
+    c = s.connect()
+    c.request("GET", f"/x/slow?ms={ms}")
+    time.sleep(0.05)  # the loop has read it and sleeps
+    return c
+
+
+def _pings(s, since):
+    s.drain_notify()
+    return [t for t, d in s.datagrams if "WATCHDOG=1" in d.split("\n") and t >= since]
+
+
+def test_W1_H5_pipelined_heavy_batches_cannot_hold_the_loop_past_the_watchdog():
+    """ramp on one loop without a pool, WATCHDOG_USEC=2 s: ten connections each write one
+    pipelined batch of /x/search?sel=90..100&k=64 (seconds of the loop's time in all, sized by
+    measuring one search first) while a 300 ms /x/slow holds the loop, so that every batch is
+    waiting whole when the loop next looks. WATCHDOG=1 keeps arriving at least every half interval
+    (plus slack) all the while, no loop is named stuck, and every request is answered, 200, in
+    order, on a connection that stays open."""
+    env = {"WATCHDOG_USEC": WD_USEC}
+    with Server("ramp", env=env, args=["--max-keepalive-requests", "0"]) as s:
+        s.wait_ready()
+        cost = _search_cost(s)
+        nconns = 10
+        per = max(20, min(1200, int(4.5 / cost / nconns)))
+        pipes = [_Pipeline(s.tcp_addr, per) for _ in range(nconns)]
+        hold = _hold(s)
+        t0 = time.monotonic()
+        for p in pipes:
+            p.write()
+        deadline = t0 + 50
+        live = {p.k: p for p in pipes}
+        while live:
+            check(time.monotonic() < deadline, f"answers after 50 s: {[p.got for p in pipes]}")
+            r, _, _ = select.select([s.notify_sock, *live], [], [], 1.0)
+            s.drain_notify()
+            for k in r:
+                p = live.get(k)
+                if p is None:
+                    continue
+                check(p.read(), f"EOF after {p.got} of {per} answers")
+                if p.done:
+                    del live[k]
+        t1 = time.monotonic()
+        eq(hold.read_response(timeout=5).status, 200, "the /x/slow that held the loop")
+        s.drain_notify()
+        for p in pipes:
+            eq(p.buf, b"", "bytes after the last answer")
+            p.k.close()
+        check(
+            t1 - t0 >= 2 * HALF,
+            f"the batches took only {t1 - t0:.2f}s ({nconns} x {per} at {cost * 1000:.2f} ms): "
+            "too little to show a held loop",
+        )
+        pings = _pings(s, t0)
+        marks = [t0, *pings, t1]
+        gaps = [b - a for a, b in zip(marks, marks[1:])]
+        worst = max(gaps)
+        check(
+            worst <= HALF + SLACK,
+            f"{worst:.2f}s without WATCHDOG=1 while {nconns} connections x {per} searches "
+            f"({cost * 1000:.2f} ms each) were served over {t1 - t0:.2f}s; pings at "
+            f"{[round(t - t0, 2) for t in pings]}",
+        )
+        eq([ln for ln in s.log_lines() if " stuck" in ln], [], "stuck lines")
+        eq(s.stop(), 0, "exit status")
+
+
+def test_H5_second_connection_answered_while_a_batch_is_under_way():
+    """One connection pipelines about 1.5 s of heavy searches in one write (while a /x/slow
+    holds the loop, so that the loop finds the batch whole), with a /x/now every 25 requests and
+    last; a second connection's single /x/now, sent once the batch is under way, is served
+    before the batch's end: the server's clock in its answer is before the batch's last /x/now,
+    and the batch was still running a quarter second after the second answer."""
+    with Server("ramp", args=["--max-keepalive-requests", "0"]) as s:
+        s.wait_ready()
+        cost = _search_cost(s)
+        every = 25
+        n = max(4, min(1200, int(1.5 / cost))) // every * every
+        other = s.connect()
+        eq(other.get("/x/now").status, 200, "/x/now before the batch")
+        a = _Pipeline(s.tcp_addr, n, _now_every(every))
+        hold = _hold(s)
+        t0 = time.monotonic()
+        a.write()
+        eq(hold.read_response(timeout=5).status, 200, "the /x/slow that held the loop")
+        time.sleep(0.1)  # the batch is under way
+        other.request("GET", "/x/now")
+        theirs = None
+        while not a.done or theirs is None:
+            check(time.monotonic() - t0 < 40, f"{a.got} of {n} answers after 40 s")
+            socks = [] if a.done else [a.k]
+            if theirs is None:
+                socks.append(other.sock)
+            r, _, _ = select.select(socks, [], [], 1.0)
+            if other.sock in r:
+                resp = other.read_response(timeout=10)
+                eq(resp.status, 200, "/x/now beside the batch")
+                theirs = float(re.fullmatch(rb'\{"now":(\d+\.\d{3})\}', resp.body).group(1))
+            if a.k in r:
+                check(a.read(), f"EOF after {a.got} of {n} answers")
+        a.k.close()
+        first, last = a.nows[0], a.nows[-1]
+        check(last - first >= 0.5, f"the batch ran only {last - first:.3f}s on the server")
+        check(
+            theirs + 0.25 <= last,
+            f"the second connection's /x/now ran at +{theirs - first:.3f}s of a batch that ran "
+            f"until +{last - first:.3f}s: served only when the batch was (nearly) done",
+        )
+        eq(s.stop(), 0, "exit status")
