@@ -18,6 +18,7 @@
 struct state {
         float *corpus;               /* ROWS × DIM, rows normalised */
         char worker[12], thread[12]; /* x-worker and x-thread, formatted once */
+        unsigned loop_max_ms;        /* the longest a handler may run on the loop; 0: no bound */
 };
 
 static uint32_t lcg(uint32_t *s)
@@ -33,6 +34,7 @@ static int make(const m0_handler_info *info, void **ret_state, char *err, size_t
                 return -ENOMEM;
         snprintf(st->worker, sizeof(st->worker), "%d", info->loop);
         snprintf(st->thread, sizeof(st->thread), "%d", info->thread);
+        st->loop_max_ms = info->loop_handler_max_ms;
         st->corpus = malloc(sizeof(float) * ROWS * DIM);
         if (!st->corpus) {
                 free(st);
@@ -154,8 +156,15 @@ static int search(m0_req *req, m0_res *res, void *state)
         return r < 0 ? r : m0_res_printf(res, "]}");
 }
 
+/*
+ * /x/slow?ms=N sleeps N ms (100 by default, up to 60000) on the pool. Without a pool it runs on
+ * the loop, which holds every connection of the loop while it sleeps: there it sleeps at most
+ * the longest a handler may run on a loop (a quarter of the watchdog's interval), and a longer
+ * sleep is refused at once, so that it cannot get the process restarted as stuck (W1).
+ */
 static int slow(m0_req *req, m0_res *res, void *state)
 {
+        const struct state *st = state;
         long ms = 100;
         int r = m0_req_query_int(req, "ms", 0, 60000, &ms);
         int w = where(res, state);
@@ -163,6 +172,12 @@ static int slow(m0_req *req, m0_res *res, void *state)
                 return w;
         if (r < 0 && r != -ENOENT)
                 return m0_res_json(res, 400, "{\"error\":\"ms is 0..60000\"}");
+        if (m0_req_thread(req) < 0 && st->loop_max_ms && ms > (long)st->loop_max_ms)
+                return m0_res_json(res, 400,
+                                   "{\"error\":\"ms is 0..%u on the loop (a quarter of the "
+                                   "watchdog's interval); longer sleeps need the pool "
+                                   "(--blocking-threads)\"}",
+                                   st->loop_max_ms);
         struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
         while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
                 ;

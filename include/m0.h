@@ -46,6 +46,12 @@ typedef struct m0_handler_info {
         int loop;            /**< loop index (0..threads-1); -1 for the producer */
         int thread;          /**< pool thread index within the loop, -1 unless kind is POOL */
         int loops;           /**< how many loops this process runs */
+        /**
+         * The longest a handler may run on a loop thread: a quarter of the watchdog's interval
+         * when systemd set one (W1; a loop held past half of it is named stuck and the process
+         * restarted), 0 when it did not. Work that may take longer belongs on the pool.
+         */
+        unsigned loop_handler_max_ms;
 } m0_handler_info;
 
 /** A route's handler: fill `res` for `req`. Returns 0, or -errno for a 500. */

@@ -705,6 +705,12 @@ struct m0_host {
         char sockets_err[256]; /* why a passed socket cannot be served; "" when all are fine */
 };
 
+/* m0_handler_info's loop_handler_max_ms: a quarter of the watchdog's interval, 0 without one. */
+static inline unsigned m0__loop_handler_max_ms(const struct m0_host *h)
+{
+        return (unsigned)(h->watchdog_usec / 4000);
+}
+
 /* doctor.c: print the doctor's report (D1); returns the exit code serving would return. */
 int m0__doctor(struct m0_host *h, const struct m0_check *checks, size_t n, int first, FILE *out);
 

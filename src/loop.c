@@ -57,8 +57,9 @@ int m0__loop_init(struct m0_loop *l, struct m0_host *h, int index)
         l->req.headers = calloc(h->cfg.max_header_fields, sizeof(*l->req.headers));
         if (!l->rscratch || !l->req.headers)
                 return -ENOMEM;
-        /* A turn's budget plus the longest a handler may run on the loop stays within the half
-         * interval the watchdog allows (W1, D41). */
+        /* A turn's budget plus the longest a handler may run on the loop (a quarter of the
+         * watchdog's interval) stays within the half interval the watchdog allows (W1, D41,
+         * D43). */
         l->turn_budget_ms = h->cfg.turn_budget_ms;
         if (h->watchdog_usec && l->turn_budget_ms > h->watchdog_usec / 8000)
                 l->turn_budget_ms = h->watchdog_usec / 8000 ? h->watchdog_usec / 8000 : 1;
@@ -452,8 +453,11 @@ void *m0__loop_main(void *arg)
         char why[200] = "";
         int r = 0;
         if (h->app->make) {
-                m0_handler_info info = {
-                        .kind = M0_THREAD_LOOP, .loop = l->index, .thread = -1, .loops = h->nloops};
+                m0_handler_info info = {.kind = M0_THREAD_LOOP,
+                                        .loop = l->index,
+                                        .thread = -1,
+                                        .loops = h->nloops,
+                                        .loop_handler_max_ms = m0__loop_handler_max_ms(h)};
                 r = h->app->make(&info, &l->state, why, sizeof(why));
                 if (r < 0 && !why[0])
                         snprintf(why, sizeof(why), "%s", strerror(-r));

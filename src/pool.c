@@ -138,7 +138,8 @@ void *m0__pool_main(void *arg)
                 m0_handler_info info = {.kind = M0_THREAD_POOL,
                                         .loop = l->index,
                                         .thread = t->index,
-                                        .loops = h->nloops};
+                                        .loops = h->nloops,
+                                        .loop_handler_max_ms = m0__loop_handler_max_ms(h)};
                 r = h->app->make(&info, &t->state, why, sizeof(why));
                 if (r < 0 && !why[0])
                         snprintf(why, sizeof(why), "%s", strerror(-r));

@@ -73,8 +73,11 @@ void *m0__producer_main(void *arg)
         char why[200] = "";
         int r = 0;
         if (h->app->step && h->app->make) {
-                m0_handler_info info = {
-                        .kind = M0_THREAD_PRODUCER, .loop = -1, .thread = -1, .loops = h->nloops};
+                m0_handler_info info = {.kind = M0_THREAD_PRODUCER,
+                                        .loop = -1,
+                                        .thread = -1,
+                                        .loops = h->nloops,
+                                        .loop_handler_max_ms = m0__loop_handler_max_ms(h)};
                 r = h->app->make(&info, &p->state, why, sizeof(why));
                 if (r < 0 && !why[0])
                         snprintf(why, sizeof(why), "%s", strerror(-r));

@@ -324,6 +324,17 @@ class Server:
         out, self.notify_fds = self.notify_fds, []
         return out
 
+    def watch_notify_until(self, sock, timeout=5):
+        """Keep reading the notify socket, so that each datagram gets its arrival time, until
+        `sock` is readable (an answer has come); HarnessError when neither comes in `timeout`."""
+        while True:
+            r, _, _ = select.select([self.notify_sock, sock], [], [], timeout)
+            if not r:
+                raise HarnessError(f"neither a notification nor bytes on the socket in {timeout}s")
+            self.drain_notify()
+            if sock in r:
+                return
+
     def notify_lines(self):
         """Every line of every datagram received so far, in order."""
         self.drain_notify()

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Fair turns (SPEC W1, H1, H5): a loop's work per turn is bounded, so connections that each
-pipeline a large batch of heavy requests cannot hold it past the watchdog, and a second
-connection is answered while one connection's batch is under way."""
+pipeline a large batch of heavy requests cannot hold it past the watchdog, a second connection
+is answered while one connection's batch is under way, and ramp's /x/slow on the loop is capped
+below the watchdog's interval."""
 
 import re
 import select
@@ -212,4 +213,58 @@ def test_H5_second_connection_answered_while_a_batch_is_under_way():
             f"the second connection's /x/now ran at +{theirs - first:.3f}s of a batch that ran "
             f"until +{last - first:.3f}s: served only when the batch was (nearly) done",
         )
+        eq(s.stop(), 0, "exit status")
+
+
+def test_W1_ramp_slow_on_the_loop_is_capped_below_the_watchdog():
+    """Without a pool, ramp's /x/slow runs on the loop: with a watchdog it takes at most a
+    quarter of the interval (handler_max_ms) and answers 400, at once, past it; the longest
+    allowed sleep keeps the pings coming. On the pool it is not capped."""
+    with Server("ramp", env={"WATCHDOG_USEC": 10000000}) as s:
+        s.wait_ready()
+        c = s.connect()
+        t0 = time.monotonic()
+        r = c.get("/x/slow?ms=6000")
+        took = time.monotonic() - t0
+        eq(r.status, 400, "/x/slow?ms=6000 on the loop, WatchdogSec=10s")
+        eq(
+            r.body,
+            b'{"error":"ms is 0..2500 on the loop (a quarter of the watchdog\'s interval); '
+            b'longer sleeps need the pool (--blocking-threads)"}',
+            "body",
+        )
+        eq(r.header("x-thread"), "-1", "x-thread")
+        check(took < 1.0, f"the refusal took {took:.2f}s")
+        eq(s.stop(), 0, "exit status")
+    with Server("ramp", env={"WATCHDOG_USEC": WD_USEC}) as s:
+        s.wait_ready()
+        c = s.connect()
+        r = c.get("/x/slow?ms=501")
+        eq(r.status, 400, "/x/slow?ms=501, WATCHDOG_USEC=2 s")
+        check(b"0..500 on the loop" in r.body, f"body {r.body!r}")
+        t0 = time.monotonic()
+        c.request("GET", "/x/slow?ms=500")
+        s.watch_notify_until(c.sock, 5)
+        r = c.read_response(timeout=5)
+        eq((r.status, r.body), (200, b'{"slept_ms":500}'), "/x/slow?ms=500")
+        eq(r.header("x-thread"), "-1", "x-thread")
+        # Pings on both sides of the sleep; no loop named stuck.
+        while time.monotonic() - t0 < 2.5:
+            select.select([s.notify_sock], [], [], 0.2)
+            s.drain_notify()
+        pings = _pings(s, t0 - 1.5)
+        gaps = [b - a for a, b in zip(pings, pings[1:])]
+        check(pings and max(gaps) <= HALF + SLACK, f"pings around the sleep: {pings}")
+        eq([ln for ln in s.log_lines() if " stuck" in ln], [], "stuck lines")
+        eq(s.stop(), 0, "exit status")
+    with Server("ramp", env={"WATCHDOG_USEC": WD_USEC}, args=["--blocking-threads", "1"]) as s:
+        s.wait_ready()
+        r = s.connect().get("/x/slow?ms=1200", timeout=10)
+        eq((r.status, r.body), (200, b'{"slept_ms":1200}'), "/x/slow?ms=1200 on the pool")
+        eq(r.header("x-thread"), "0", "x-thread")
+        eq(s.stop(), 0, "exit status")
+    with Server("ramp") as s:
+        s.wait_ready()
+        r = s.connect().get("/x/slow?ms=1200", timeout=10)
+        eq((r.status, r.body), (200, b'{"slept_ms":1200}'), "/x/slow?ms=1200, no watchdog")
         eq(s.stop(), 0, "exit status")
