@@ -306,7 +306,8 @@ def _increments(poster, readers, n, seconds=40):
             while b"\r\n\r\n" in buf:
                 head, buf = buf.split(b"\r\n\r\n", 1)
                 lines = head.decode("latin-1").split("\r\n")
-                eid = [ln.split(":", 1)[1].strip() for ln in lines if ln.lower().startswith("x-event-id:")]
+                eid = [ln.split(":", 1)[1].strip() for ln in lines
+                       if ln.lower().startswith("x-event-id:")]
                 answers.append((int(lines[0][9:12]), eid[0] if eid else None))
     t.join(5)
     check(not err, f"the writer failed: {err}")
@@ -321,8 +322,10 @@ def _value_events(blocks, lo, hi, what):
     got = [b.raw for b in blocks]
     for k, (g, w) in enumerate(zip(got, want)):
         if g != w:
-            raise AssertionError(f"{what}: block {k} is {g!r}, expected {w!r} ({len(got)} blocks, "
-                                 f"ids {[b.id for b in blocks[:3]]}...{[b.id for b in blocks[-3:]]})")
+            ids = f"{[b.id for b in blocks[:3]]}...{[b.id for b in blocks[-3:]]}"
+            raise AssertionError(
+                f"{what}: block {k} is {g!r}, expected {w!r} ({len(got)} blocks, ids {ids})"
+            )
     eq(len(got), len(want), f"{what}: blocks (ids {lo}..{hi} expected)")
 
 

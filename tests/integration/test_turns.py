@@ -174,15 +174,18 @@ def test_W1_H5_pipelined_heavy_batches_cannot_hold_the_loop_past_the_watchdog():
 
 def test_H5_second_connection_answered_while_a_batch_is_under_way():
     """One connection pipelines about 1.5 s of heavy searches in one write (while a /x/slow
-    holds the loop, so that the loop finds the batch whole), with a /x/now every 25 requests and
-    last; a second connection's single /x/now, sent once the batch is under way, is served
-    before the batch's end: the server's clock in its answer is before the batch's last /x/now,
-    and the batch was still running a quarter second after the second answer."""
+    holds the loop, so that the loop finds the batch whole), with about twenty /x/now among
+    them, one last; a second connection's single /x/now, sent once the batch is under way, is
+    served before the batch's end: the server's clock in its answer is before the batch's last
+    /x/now, and the batch was still running a quarter second after the second answer."""
     with Server("ramp", args=["--max-keepalive-requests", "0"]) as s:
         s.wait_ready()
         cost = _search_cost(s)
-        every = 25
-        n = max(4, min(1200, int(1.5 / cost))) // every * every
+        # About 1.5 s of searches, a /x/now after every k of them (about 20 in all), one last.
+        searches = max(30, min(1200, int(1.5 / cost)))
+        k = max(1, searches // 20)
+        every = k + 1
+        n = searches // k * every
         other = s.connect()
         eq(other.get("/x/now").status, 200, "/x/now before the batch")
         a = _Pipeline(s.tcp_addr, n, _now_every(every))
