@@ -159,10 +159,11 @@ M0_EXPORT int m0_res_status(m0_res *res, int status);
 /**
  * Add a header. Names and values are copied; CR, LF and NUL are refused with -EINVAL, as are
  * the host's own framing headers (Content-Length, Transfer-Encoding, Date, Server, Connection).
- * -ENOBUFS past 64 headers or 16 KiB of them.
+ * -ENOBUFS past 64 headers or 16 KiB of them; -ENOMEM.
  */
 M0_EXPORT int m0_res_header(m0_res *res, const char *name, const char *value);
-/** Add a header whose value is formatted. Same rules as m0_res_header(). */
+/** Add a header whose value is formatted (at most 1023 bytes, else -ENOBUFS). Same rules as
+ *  m0_res_header(): -EINVAL, -ENOBUFS, -ENOMEM. */
 M0_EXPORT int m0_res_headerf(m0_res *res, const char *name, const char *fmt, ...) M0_PRINTF(3, 4);
 /** Append `len` bytes to the body. -ENOMEM when it cannot grow. */
 M0_EXPORT int m0_res_write(m0_res *res, const void *data, size_t len);
@@ -194,7 +195,7 @@ M0_EXPORT int m0_res_stream(m0_res *res);
  * their clients reconnect with Last-Event-ID). Any thread, any time after READY; never blocks on
  * a subscriber.
  * Returns the event's id (ids are contiguous, from 1), or -errno (-EINVAL for CR in `event`,
- * -ENOMEM).
+ * -ENOMEM, -ENOTCONN when no host is running).
  */
 M0_EXPORT int64_t m0_publish(const char *event, const char *data, int skip_loop);
 
@@ -228,8 +229,9 @@ typedef int (*m0_parallel_fn)(size_t i, void *ctx);
  * Run body(i, ctx) for every i in [0, n), spread over the host-wide compute pool
  * (M0_COMPUTE_THREADS, default the CPUs this process may use) with the calling thread taking
  * part, and return when every item is done: 0, or the first -errno a body returned (every item
- * still runs). Callable from a loop, a pool thread or the producer; a call from inside a body,
- * before READY, during the drain, or with M0_COMPUTE_THREADS=0 runs inline on the caller.
+ * still runs); -EINVAL when `body` is NULL. Callable from a loop, a pool thread or the producer;
+ * a call from inside a body, before READY, during the drain, or with M0_COMPUTE_THREADS=0 runs
+ * inline on the caller.
  *
  * A body runs on any thread at the same time as other items: it may read what the caller
  * shares through `ctx` and write only what item `i` owns (its own slot of an output array). It
