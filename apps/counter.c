@@ -5,14 +5,10 @@
 
 #include <m0.h>
 
+#include "common.h"
+
 /* Shared by every handler on purpose: an atomic in plain memory, one process. */
 static atomic_long value;
-
-static int where(m0_req *req, m0_res *res)
-{
-        int r = m0_res_headerf(res, "x-worker", "%d", m0_req_loop(req));
-        return r < 0 ? r : m0_res_headerf(res, "x-thread", "%d", m0_req_thread(req));
-}
 
 static int change(m0_req *req, m0_res *res, long by)
 {
@@ -22,7 +18,7 @@ static int change(m0_req *req, m0_res *res, long by)
         int64_t id = m0_publish("value", data, -1);
         if (id < 0)
                 return (int)id;
-        int r = where(req, res);
+        int r = app_where(req, res);
         if (r == 0)
                 r = m0_res_headerf(res, "x-event-id", "%lld", (long long)id);
         return r < 0 ? r : m0_res_status(res, 204);
@@ -43,14 +39,14 @@ static int decrement(m0_req *req, m0_res *res, void *state)
 static int events(m0_req *req, m0_res *res, void *state)
 {
         (void)state;
-        int r = where(req, res);
+        int r = app_where(req, res);
         return r < 0 ? r : m0_res_stream(res);
 }
 
 static int index_page(m0_req *req, m0_res *res, void *state)
 {
         (void)state;
-        int r = where(req, res);
+        int r = app_where(req, res);
         return r < 0 ? r : m0_res_json(res, 200, "{\"value\":%ld}\n", atomic_load(&value));
 }
 

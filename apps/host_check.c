@@ -11,6 +11,8 @@
 
 #include <m0.h>
 
+#include "common.h"
+
 struct state {
         int loop;
         int thread;
@@ -29,10 +31,7 @@ static void sleep_ms(long ms)
 static int where(m0_req *req, m0_res *res, struct state *st)
 {
         st->served++;
-        int r = m0_res_headerf(res, "x-worker", "%d", m0_req_loop(req));
-        if (r == 0)
-                r = m0_res_headerf(res, "x-thread", "%d", m0_req_thread(req));
-        return r;
+        return app_where(req, res);
 }
 
 static int health(m0_req *req, m0_res *res, void *state)
@@ -73,17 +72,6 @@ static int slow(m0_req *req, m0_res *res, void *state)
 
 /* A test knob: unset gives `def`; a value that is not a whole number gives LONG_MIN, which the
  * app's check refuses before anything is built. */
-static long env_long(const char *name, long def)
-{
-        const char *v = getenv(name);
-        if (!v || !*v)
-                return def;
-        char *end;
-        errno = 0;
-        long x = strtol(v, &end, 10);
-        return *end || errno ? LONG_MIN : x;
-}
-
 /* /events: the producer's beats (S1); x-worker says which loop holds the stream. */
 static int events(m0_req *req, m0_res *res, void *state)
 {
@@ -131,8 +119,8 @@ static int echo(m0_req *req, m0_res *res, void *state)
  */
 static int make(const m0_handler_info *info, void **ret_state, char *err, size_t err_len)
 {
-        long fail_loop = env_long("M0_HOSTCHECK_LOOP_MAKE_FAILS", -1);
-        long delay = env_long("M0_HOSTCHECK_MAKE_DELAY_MS", 0);
+        long fail_loop = app_env_long("M0_HOSTCHECK_LOOP_MAKE_FAILS", -1, LONG_MIN);
+        long delay = app_env_long("M0_HOSTCHECK_MAKE_DELAY_MS", 0, LONG_MIN);
         if (info->kind == M0_THREAD_LOOP && info->loop == fail_loop) {
                 if (delay > 0)
                         sleep_ms(delay);
@@ -141,12 +129,13 @@ static int make(const m0_handler_info *info, void **ret_state, char *err, size_t
         }
         if (fail_loop < 0 && delay > 0)
                 sleep_ms(delay);
-        if (info->kind == M0_THREAD_POOL && env_long("M0_HOSTCHECK_POOL_MAKE_FAILS", 0) == 1) {
+        if (info->kind == M0_THREAD_POOL &&
+            app_env_long("M0_HOSTCHECK_POOL_MAKE_FAILS", 0, LONG_MIN) == 1) {
                 snprintf(err, err_len, "M0_HOSTCHECK_POOL_MAKE_FAILS=1 asked for it");
                 return -EIO;
         }
         if (info->kind == M0_THREAD_PRODUCER &&
-            env_long("M0_HOSTCHECK_PRODUCER_MAKE_FAILS", 0) == 1) {
+            app_env_long("M0_HOSTCHECK_PRODUCER_MAKE_FAILS", 0, LONG_MIN) == 1) {
                 snprintf(err, err_len, "M0_HOSTCHECK_PRODUCER_MAKE_FAILS=1 asked for it");
                 return -EIO;
         }
@@ -155,8 +144,8 @@ static int make(const m0_handler_info *info, void **ret_state, char *err, size_t
                 return -ENOMEM;
         st->loop = info->loop;
         st->thread = info->thread;
-        st->period_ms = env_long("M0_HOSTCHECK_PERIOD_MS", 100);
-        st->cost_ms = env_long("M0_HOSTCHECK_STEP_COST_MS", 0);
+        st->period_ms = app_env_long("M0_HOSTCHECK_PERIOD_MS", 100, LONG_MIN);
+        st->cost_ms = app_env_long("M0_HOSTCHECK_STEP_COST_MS", 0, LONG_MIN);
         *ret_state = st;
         return 0;
 }
@@ -170,7 +159,7 @@ static int64_t step(void *state)
         struct state *st = state;
         if (st->cost_ms > 0)
                 sleep_ms(st->cost_ms);
-        long fail_at = env_long("M0_HOSTCHECK_STEP_FAILS_AT", 0);
+        long fail_at = app_env_long("M0_HOSTCHECK_STEP_FAILS_AT", 0, LONG_MIN);
         if (fail_at > 0 && (long)st->beats + 1 == fail_at)
                 return -EIO; /* S2: the producer stops, serving goes on */
         char data[64];
@@ -194,7 +183,7 @@ static int check(char *finding, size_t flen, char *fix, size_t xlen)
                 {"M0_HOSTCHECK_STEP_FAILS_AT", 0},
         };
         for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
-                if (env_long(knobs[i].name, knobs[i].min) >= knobs[i].min)
+                if (app_env_long(knobs[i].name, knobs[i].min, LONG_MIN) >= knobs[i].min)
                         continue;
                 snprintf(finding, flen, "%s='%s' is not a whole number from %ld", knobs[i].name,
                          getenv(knobs[i].name), knobs[i].min);

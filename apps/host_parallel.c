@@ -7,6 +7,8 @@
 
 #include <m0.h>
 
+#include "common.h"
+
 #define ITEMS 64
 #define ROOTS 100000
 
@@ -71,12 +73,6 @@ static double total(const struct job *j)
         return s;
 }
 
-static int where(m0_req *req, m0_res *res)
-{
-        int r = m0_res_headerf(res, "x-worker", "%d", m0_req_loop(req));
-        return r < 0 ? r : m0_res_headerf(res, "x-thread", "%d", m0_req_thread(req));
-}
-
 static int run(m0_req *req, m0_res *res, int parallel)
 {
         struct job j = {.nested = 0};
@@ -92,7 +88,7 @@ static int run(m0_req *req, m0_res *res, int parallel)
         long long us = now_us() - t0;
         if (r < 0)
                 return r;
-        r = where(req, res);
+        r = app_where(req, res);
         if (r < 0)
                 return r;
         r = m0_res_header(res, "Content-Type", "text/plain; charset=utf-8");
@@ -116,7 +112,7 @@ static int par(m0_req *req, m0_res *res, void *state)
 static int health(m0_req *req, m0_res *res, void *state)
 {
         (void)state;
-        int r = where(req, res);
+        int r = app_where(req, res);
         return r < 0 ? r : m0_res_text(res, 200, "ok\n");
 }
 

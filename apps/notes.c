@@ -15,6 +15,7 @@
 #include <m0.h>
 #include <sqlite3.h>
 
+#include "common.h"
 #include "notes.h"
 
 #define COOKIE "m0notes"
@@ -203,9 +204,7 @@ static int check(char *finding, size_t flen, char *fix, size_t xlen)
  */
 static int begin(m0_req *req, m0_res *res)
 {
-        int r = m0_res_headerf(res, "x-worker", "%d", m0_req_loop(req));
-        if (r == 0)
-                r = m0_res_headerf(res, "x-thread", "%d", m0_req_thread(req));
+        int r = app_where(req, res);
         if (r == 0)
                 r = m0_res_header(res, "Cache-Control", "no-store");
         if (r == 0)

@@ -10,6 +10,8 @@
 
 #include <m0.h>
 
+#include "common.h"
+
 struct state {
         int loop;
         unsigned long long steps;
@@ -79,18 +81,12 @@ static int make(const m0_handler_info *info, void **ret_state, char *err, size_t
         return 0;
 }
 
-static int where(m0_req *req, m0_res *res)
-{
-        int r = m0_res_headerf(res, "x-worker", "%d", m0_req_loop(req));
-        return r < 0 ? r : m0_res_headerf(res, "x-thread", "%d", m0_req_thread(req));
-}
-
 static int now(m0_req *req, m0_res *res, void *state)
 {
         (void)state;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        int r = where(req, res);
+        int r = app_where(req, res);
         return r < 0 ? r
                      : m0_res_json(res, 200, "{\"now\":%lld.%03ld}", (long long)ts.tv_sec,
                                    ts.tv_nsec / 1000000L);
@@ -99,14 +95,14 @@ static int now(m0_req *req, m0_res *res, void *state)
 static int events(m0_req *req, m0_res *res, void *state)
 {
         (void)state;
-        int r = where(req, res);
+        int r = app_where(req, res);
         return r < 0 ? r : m0_res_stream(res);
 }
 
 static int index_page(m0_req *req, m0_res *res, void *state)
 {
         (void)state;
-        int r = where(req, res);
+        int r = app_where(req, res);
         if (r < 0)
                 return r;
         char text[160];
@@ -137,16 +133,6 @@ static const m0_route routes[] = {
         {NULL, NULL, NULL, 0},
 };
 
-static long env_long(const char *name, long def)
-{
-        const char *v = getenv(name);
-        if (!v || !*v)
-                return def;
-        char *end;
-        long x = strtol(v, &end, 10);
-        return *end ? -1 : x; /* not a number: the check refuses it */
-}
-
 int main(int argc, char **argv)
 {
         static m0_app app = {
@@ -156,9 +142,9 @@ int main(int argc, char **argv)
                 .routes = routes,
                 .check = check,
         };
-        sim_hz = env_long("M0_SIM_HZ", 4);
-        sim_cost_ms = env_long("M0_SIM_COST_MS", 200);
-        on_loop = env_long("M0_SIM_ON_LOOP", 0) == 1;
+        sim_hz = app_env_long("M0_SIM_HZ", 4, -1);
+        sim_cost_ms = app_env_long("M0_SIM_COST_MS", 200, -1);
+        on_loop = app_env_long("M0_SIM_ON_LOOP", 0, -1) == 1;
         if (on_loop) {
                 /* The app drives its own cadence: without it the arm would measure nothing. */
                 app.tick = tick;
