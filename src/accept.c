@@ -6,7 +6,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "accept.h"
+#include "conn.h"
+#include "host.h"
+#include "loop.h"
 
 /*
  * Pick the loop with the fewest connections, counting hand-offs still on their way; ties rotate

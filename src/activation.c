@@ -14,7 +14,9 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "internal.h"
+#include "activation.h"
+#include "store.h"
+#include "util.h"
 
 static void describe(int fd, int family, char *out, size_t len)
 {

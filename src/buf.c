@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "buf.h"
 
 int m0__buf_reserve(struct m0_buf *b, size_t extra)
 {
@@ -76,11 +76,4 @@ void m0__buf_free(struct m0_buf *b)
         free(b->data);
         b->data = NULL;
         b->len = b->cap = 0;
-}
-
-uint64_t m0__now_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }

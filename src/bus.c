@@ -6,7 +6,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "bus.h"
+#include "crash.h"
+#include "host.h"
+#include "loop.h"
+#include "store.h"
 
 /*
  * A publish takes the next id, keeps the frame in the replay ring and queues a reference to it

@@ -7,7 +7,7 @@
 
 #include <sys/capability.h>
 
-#include "internal.h"
+#include "caps.h"
 
 /* Empty the bounding set: it needs CAP_SETPCAP, so it goes before the other sets. */
 static int drop_bound(char *err, size_t err_len)

@@ -5,7 +5,10 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "internal.h"
+#include "activation.h"
+#include "checks.h"
+#include "host.h"
+#include "util.h"
 
 /* File descriptors the host needs beside its connections: listeners, epoll, mailboxes, logs. */
 static uint64_t fds_needed(const struct m0_host *h)

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "compute.h"
+#include "crash.h"
+#include "host.h"
 
 /*
  * One call is one job: its items are handed out by an atomic counter to whichever threads take
@@ -14,7 +16,8 @@
  * `ctx` may live on the caller's stack.
  */
 struct m0_pjob {
-        struct m0_pjob *next;
+        struct m0_link link; /* on the pool's queue while `queued` (under the pool's lock) */
+        bool queued;
         size_t n;
         m0_parallel_fn body;
         void *ctx;
@@ -51,20 +54,19 @@ static void run_items(struct m0_pjob *j)
 static void *compute_main(void *arg)
 {
         struct m0_compute *cp = arg;
-        pthread_setname_np(pthread_self(), "m0-compute");
+        pthread_setname_np(pthread_self(), "m0-compute"); /* m0__thread_init()'s name for it */
         m0__thread_identify(NULL, (m0_thread_kind)M0__THREAD_COMPUTE, -1, -1);
         pthread_mutex_lock(&cp->lock);
         for (;;) {
-                while (!cp->head && !cp->stop)
+                while (m0__list_empty(&cp->queue) && !cp->stop)
                         pthread_cond_wait(&cp->cond, &cp->lock);
-                if (!cp->head)
+                struct m0_pjob *j = M0__LIST_FIRST(&cp->queue, struct m0_pjob, link);
+                if (!j)
                         break; /* stopped with nothing queued */
-                struct m0_pjob *j = cp->head;
                 if (atomic_load(&j->next_i) >= j->n) {
                         /* every item is taken: the job leaves the queue */
-                        cp->head = j->next;
-                        if (!cp->head)
-                                cp->tail = NULL;
+                        m0__list_unlink(&cp->queue, &j->link);
+                        j->queued = false;
                         continue;
                 }
                 /* Counted before the queue lock is let go: the caller waits for it to drop. */
@@ -96,14 +98,13 @@ int m0__compute_start(struct m0_host *h)
         if (cp->nthreads == 0)
                 return 0;
         cp->threads = calloc((size_t)cp->nthreads, sizeof(*cp->threads));
-        cp->started = calloc((size_t)cp->nthreads, sizeof(*cp->started));
-        if (!cp->threads || !cp->started)
+        if (!cp->threads)
                 return -ENOMEM;
         for (int i = 0; i < cp->nthreads; i++) {
-                int r = pthread_create(&cp->threads[i], NULL, compute_main, cp);
-                if (r != 0)
-                        return -r;
-                cp->started[i] = true;
+                m0__thread_init(&cp->threads[i], M0__THREAD_COMPUTE, -1, i, compute_main, cp);
+                int r = m0__thread_start(&cp->threads[i]);
+                if (r < 0)
+                        return r;
         }
         atomic_store(&compute_global, cp);
         return 0;
@@ -123,15 +124,17 @@ int m0__compute_join(struct m0_host *h, const struct timespec *deadline)
 {
         struct m0_compute *cp = &h->compute;
         int stragglers = 0;
-        for (int i = 0; i < cp->nthreads; i++) {
-                if (!cp->started || !cp->started[i])
-                        continue;
-                if (pthread_timedjoin_np(cp->threads[i], NULL, deadline) == 0)
-                        cp->started[i] = false;
-                else
+        for (int i = 0; cp->threads && i < cp->nthreads; i++)
+                if (m0__thread_join_by(&cp->threads[i], deadline) < 0)
                         stragglers++;
-        }
         return stragglers;
+}
+
+void m0__compute_free(struct m0_host *h)
+{
+        struct m0_compute *cp = &h->compute;
+        free(cp->threads);
+        cp->threads = NULL;
 }
 
 static int run_inline(size_t n, m0_parallel_fn body, void *ctx)
@@ -167,11 +170,8 @@ int m0_parallel_for(size_t n, m0_parallel_fn body, void *ctx)
                 pthread_mutex_unlock(&cp->lock);
                 return run_inline(n, body, ctx);
         }
-        if (cp->tail)
-                cp->tail->next = &j;
-        else
-                cp->head = &j;
-        cp->tail = &j;
+        m0__list_push(&cp->queue, &j.link);
+        j.queued = true;
         pthread_cond_broadcast(&cp->cond);
         pthread_mutex_unlock(&cp->lock);
 
@@ -179,16 +179,8 @@ int m0_parallel_for(size_t n, m0_parallel_fn body, void *ctx)
 
         /* Off the queue first, so that no thread takes it from here on. */
         pthread_mutex_lock(&cp->lock);
-        struct m0_pjob **pp = &cp->head, *prev = NULL;
-        while (*pp && *pp != &j) {
-                prev = *pp;
-                pp = &(*pp)->next;
-        }
-        if (*pp) {
-                *pp = j.next;
-                if (cp->tail == &j)
-                        cp->tail = prev;
-        }
+        if (j.queued)
+                m0__list_unlink(&cp->queue, &j.link);
         pthread_mutex_unlock(&cp->lock);
 
         /* Then wait for the items other threads took, and for those threads to let go of it. */

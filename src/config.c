@@ -9,7 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "config.h"
+#include "util.h"
 
 enum knob_type {
         K_U32, /* decimal, within [min, max] */
@@ -209,78 +210,61 @@ void m0__config_usage(FILE *out, const char *app_name)
                 "  --help    this text\n  --version print the version\n");
 }
 
-enum m0_config_result m0__config_parse(struct m0_config *cfg, const char *app_name, int argc,
-                                       char **argv, char **envp, FILE *out, char *err,
-                                       size_t err_len)
+/* What the flags asked for, read before any is applied: usage errors win over env refusals. */
+struct flags {
+        const char *val[M0__ARRAY_SIZE(knobs)]; /* a knob's value from its flag, or NULL */
+        bool help, version;
+};
+
+/* One flag, argv[*i] (and its value in argv[*i + 1] when it takes the next argument). */
+static enum m0_config_result read_flag(struct m0_config *cfg, struct flags *fl, int argc,
+                                       char **argv, int *i, char *err, size_t err_len)
+{
+        const char *a = argv[*i];
+        if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+                snprintf(err, err_len, "unexpected argument '%s'", a);
+                return M0_CONFIG_USAGE;
+        }
+        const char *name = a + 2;
+        const char *eq = strchr(name, '=');
+        size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+        bool *plain = !eq && nlen == 4 && !memcmp(name, "help", 4)      ? &fl->help
+                      : !eq && nlen == 7 && !memcmp(name, "version", 7) ? &fl->version
+                      : !eq && nlen == 6 && !memcmp(name, "doctor", 6)  ? &cfg->doctor
+                                                                        : NULL;
+        if (plain) {
+                *plain = true;
+                return M0_CONFIG_SERVE;
+        }
+        const struct m0_knob *k = knob_by_flag(name, nlen);
+        if (!k) {
+                snprintf(err, err_len, "unknown option '--%.*s'", (int)nlen, name);
+                return M0_CONFIG_USAGE;
+        }
+        const char *v = eq ? eq + 1 : *i + 1 < argc ? argv[++*i] : NULL;
+        if (!v) {
+                snprintf(err, err_len, "option '--%s' needs a value", k->flag);
+                return M0_CONFIG_USAGE;
+        }
+        struct m0_config probe = *cfg;
+        char expect[96];
+        if (knob_set(&probe, k, v) < 0) {
+                snprintf(err, err_len, "option '--%s': '%s' is not %s", k->flag, v,
+                         knob_expect(k, expect, sizeof(expect)));
+                return M0_CONFIG_USAGE;
+        }
+        fl->val[k - knobs] = v;
+        return M0_CONFIG_SERVE;
+}
+
+/* The M0_* variables of the knobs no flag set; one that does not parse is a refusal (C4). */
+static enum m0_config_result read_env(struct m0_config *cfg, const struct flags *fl, char **envp,
+                                      char *err, size_t err_len)
 {
         char expect[96];
-        memset(cfg, 0, sizeof(*cfg));
-        for (size_t i = 0; i < M0__ARRAY_SIZE(knobs); i++) {
-                cfg->sources[i] = M0_SRC_DEFAULT;
-                if (knob_set(cfg, &knobs[i], knobs[i].def) < 0) {
-                        snprintf(err, err_len, "internal: default of --%s", knobs[i].flag);
-                        return M0_CONFIG_REFUSED;
-                }
-        }
-
-        /* Flags first, without applying them, so that usage errors win over env refusals. */
-        const char *flag_val[M0__ARRAY_SIZE(knobs)] = {0};
-        bool help = false, version = false;
-        for (int i = 1; i < argc; i++) {
-                const char *a = argv[i];
-                if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
-                        snprintf(err, err_len, "unexpected argument '%s'", a);
-                        return M0_CONFIG_USAGE;
-                }
-                const char *name = a + 2;
-                const char *eq = strchr(name, '=');
-                size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
-                if (nlen == 4 && !memcmp(name, "help", 4) && !eq) {
-                        help = true;
-                        continue;
-                }
-                if (nlen == 7 && !memcmp(name, "version", 7) && !eq) {
-                        version = true;
-                        continue;
-                }
-                if (nlen == 6 && !memcmp(name, "doctor", 6) && !eq) {
-                        cfg->doctor = true;
-                        continue;
-                }
-                const struct m0_knob *k = knob_by_flag(name, nlen);
-                if (!k) {
-                        snprintf(err, err_len, "unknown option '--%.*s'", (int)nlen, name);
-                        return M0_CONFIG_USAGE;
-                }
-                const char *v;
-                if (eq)
-                        v = eq + 1;
-                else if (i + 1 < argc)
-                        v = argv[++i];
-                else {
-                        snprintf(err, err_len, "option '--%s' needs a value", k->flag);
-                        return M0_CONFIG_USAGE;
-                }
-                struct m0_config probe = *cfg;
-                if (knob_set(&probe, k, v) < 0) {
-                        snprintf(err, err_len, "option '--%s': '%s' is not %s", k->flag, v,
-                                 knob_expect(k, expect, sizeof(expect)));
-                        return M0_CONFIG_USAGE;
-                }
-                flag_val[k - knobs] = v;
-        }
-        if (help) {
-                m0__config_usage(out, app_name);
-                return M0_CONFIG_HELP;
-        }
-        if (version) {
-                fprintf(out, "%s (m0) %s\n", app_name, m0_version());
-                return M0_CONFIG_VERSION;
-        }
-
         for (size_t i = 0; i < M0__ARRAY_SIZE(knobs); i++) {
                 const struct m0_knob *k = &knobs[i];
-                if (flag_val[i])
+                if (fl->val[i])
                         continue; /* the flag wins; its variable is not even read */
                 size_t elen = strlen(k->env);
                 for (char **e = envp; e && *e; e++) {
@@ -296,10 +280,42 @@ enum m0_config_result m0__config_parse(struct m0_config *cfg, const char *app_na
                         cfg->sources[i] = M0_SRC_ENV;
                 }
         }
+        return M0_CONFIG_SERVE;
+}
+
+enum m0_config_result m0__config_parse(struct m0_config *cfg, const char *app_name, int argc,
+                                       char **argv, char **envp, FILE *out, char *err,
+                                       size_t err_len)
+{
+        memset(cfg, 0, sizeof(*cfg));
         for (size_t i = 0; i < M0__ARRAY_SIZE(knobs); i++) {
-                if (!flag_val[i])
+                cfg->sources[i] = M0_SRC_DEFAULT;
+                if (knob_set(cfg, &knobs[i], knobs[i].def) < 0) {
+                        snprintf(err, err_len, "internal: default of --%s", knobs[i].flag);
+                        return M0_CONFIG_REFUSED;
+                }
+        }
+        struct flags fl = {0};
+        for (int i = 1; i < argc; i++) {
+                enum m0_config_result r = read_flag(cfg, &fl, argc, argv, &i, err, err_len);
+                if (r != M0_CONFIG_SERVE)
+                        return r;
+        }
+        if (fl.help) {
+                m0__config_usage(out, app_name);
+                return M0_CONFIG_HELP;
+        }
+        if (fl.version) {
+                fprintf(out, "%s (m0) %s\n", app_name, m0_version());
+                return M0_CONFIG_VERSION;
+        }
+        enum m0_config_result r = read_env(cfg, &fl, envp, err, err_len);
+        if (r != M0_CONFIG_SERVE)
+                return r;
+        for (size_t i = 0; i < M0__ARRAY_SIZE(knobs); i++) {
+                if (!fl.val[i])
                         continue;
-                (void)knob_set(cfg, &knobs[i], flag_val[i]); /* validated above */
+                (void)knob_set(cfg, &knobs[i], fl.val[i]); /* validated above */
                 cfg->sources[i] = M0_SRC_FLAG;
         }
         return M0_CONFIG_SERVE;

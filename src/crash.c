@@ -13,7 +13,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "crash.h"
+#include "host.h"
+#include "log.h"
+#include "loop.h"
 
 /*
  * Everything the signal handler reads is prepared before: thread identity in initial-exec TLS
@@ -191,6 +194,99 @@ static void field(struct iovec *iov, int *n, struct out *o, const char *key, con
         (*n)++;
 }
 
+/* The report's one line: which thread, which signal, where, serving what. */
+static void describe(struct out *m, int sig, const siginfo_t *si)
+{
+        if (t_kind == M0_THREAD_LOOP || t_kind == M0_THREAD_POOL) {
+                put(m, "loop ");
+                put_u(m, (unsigned)t_loop);
+                if (t_kind == M0_THREAD_POOL) {
+                        put(m, " pool thread ");
+                        put_u(m, (unsigned)t_thread);
+                }
+        } else {
+                put(m, t_kind == M0_THREAD_PRODUCER   ? "the producer"
+                       : t_kind == M0__THREAD_COMPUTE ? "a compute thread"
+                                                      : "the coordinator");
+        }
+        put(m, " crashed: ");
+        put(m, sig_name(sig));
+        if (si->si_code > 0) {
+                put(m, " at ");
+                put_x(m, (uintptr_t)si->si_addr);
+        } else {
+                put(m, " (sent by a process)");
+        }
+        put(m, " on its ");
+        put(m, kind_name(t_kind));
+        put(m, " thread, serving ");
+        put(m, t_request[0] ? t_request : "no request");
+}
+
+/* The backtrace, symbolised into the prepared memfd and read back into `out`. */
+static void backtrace_text(char *out, size_t cap)
+{
+        void *frames[48];
+        int nf = backtrace(frames, 48);
+        out[0] = '\0';
+        if (bt_fd >= 0 && nf > 0 && ftruncate(bt_fd, 0) == 0 && lseek(bt_fd, 0, SEEK_SET) == 0) {
+                backtrace_symbols_fd(frames, nf, bt_fd);
+                ssize_t r = pread(bt_fd, out, cap - 1, 0);
+                out[r > 0 ? r : 0] = '\0';
+        }
+}
+
+static const char *app_name(void)
+{
+        return crash_host && crash_host->app->name ? crash_host->app->name : "m0";
+}
+
+/* One structured entry to journald's socket (J2). True when it was sent. */
+static bool report_to_journal(int sig, const char *msg, const char *btxt)
+{
+        if (journal_fd < 0)
+                return false;
+        char fbuf[8192];
+        struct out f = {.p = fbuf, .cap = sizeof(fbuf)};
+        struct iovec iov[10];
+        int n = 0;
+        char num[24];
+        struct out nb = {.p = num, .cap = sizeof(num)};
+        field(iov, &n, &f, "MESSAGE", msg);
+        field(iov, &n, &f, "PRIORITY", "2");
+        field(iov, &n, &f, "MESSAGE_ID", M0_MID_LOOP_CRASHED);
+        field(iov, &n, &f, "M0_APP", app_name());
+        if (t_loop >= 0) {
+                put_u(&nb, (unsigned)t_loop);
+                field(iov, &n, &f, "M0_LOOP", num);
+        }
+        field(iov, &n, &f, "M0_THREAD_KIND", kind_name(t_kind));
+        field(iov, &n, &f, "M0_SIGNAL", sig_name(sig));
+        field(iov, &n, &f, "M0_REQUEST", t_request[0] ? t_request : "-");
+        field(iov, &n, &f, "M0_BACKTRACE", btxt[0] ? btxt : "-");
+        struct sockaddr_un sa = {.sun_family = AF_UNIX, .sun_path = "/run/systemd/journal/socket"};
+        struct msghdr mh = {.msg_name = &sa,
+                            .msg_namelen = sizeof(sa),
+                            .msg_iov = iov,
+                            .msg_iovlen = (size_t)n};
+        return sendmsg(journal_fd, &mh, MSG_NOSIGNAL) >= 0;
+}
+
+/* Not under journald (or it is gone): plain lines on stderr. */
+static void report_to_stderr(const char *msg, const char *btxt)
+{
+        char lbuf[700];
+        struct out l = {.p = lbuf, .cap = sizeof(lbuf)};
+        put(&l, "m0[");
+        put(&l, app_name());
+        put(&l, "]: ");
+        put(&l, msg);
+        put(&l, "\nbacktrace:\n");
+        ssize_t w = write(STDERR_FILENO, lbuf, l.len);
+        w = write(STDERR_FILENO, btxt, strlen(btxt));
+        (void)w;
+}
+
 static void on_fatal(int sig, siginfo_t *si, void *uc)
 {
         (void)uc;
@@ -200,85 +296,11 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
         }
         char mbuf[512];
         struct out m = {.p = mbuf, .cap = sizeof(mbuf)};
-        if (t_kind == M0_THREAD_LOOP) {
-                put(&m, "loop ");
-                put_u(&m, (unsigned)t_loop);
-        } else if (t_kind == M0_THREAD_POOL) {
-                put(&m, "loop ");
-                put_u(&m, (unsigned)t_loop);
-                put(&m, " pool thread ");
-                put_u(&m, (unsigned)t_thread);
-        } else {
-                put(&m, t_kind == M0_THREAD_PRODUCER   ? "the producer"
-                        : t_kind == M0__THREAD_COMPUTE ? "a compute thread"
-                                                       : "the coordinator");
-        }
-        put(&m, " crashed: ");
-        put(&m, sig_name(sig));
-        if (si->si_code > 0) {
-                put(&m, " at ");
-                put_x(&m, (uintptr_t)si->si_addr);
-        } else {
-                put(&m, " (sent by a process)");
-        }
-        put(&m, " on its ");
-        put(&m, kind_name(t_kind));
-        put(&m, " thread, serving ");
-        put(&m, t_request[0] ? t_request : "no request");
-
-        /* The backtrace, symbolised into the prepared memfd and read back. */
-        char btxt[4096] = "";
-        void *frames[48];
-        int nf = backtrace(frames, 48);
-        if (bt_fd >= 0 && nf > 0 && ftruncate(bt_fd, 0) == 0 && lseek(bt_fd, 0, SEEK_SET) == 0) {
-                backtrace_symbols_fd(frames, nf, bt_fd);
-                ssize_t r = pread(bt_fd, btxt, sizeof(btxt) - 1, 0);
-                btxt[r > 0 ? r : 0] = '\0';
-        }
-
-        if (journal_fd >= 0) {
-                char fbuf[8192];
-                struct out f = {.p = fbuf, .cap = sizeof(fbuf)};
-                struct iovec iov[10];
-                int n = 0;
-                char num[24];
-                struct out nb = {.p = num, .cap = sizeof(num)};
-                field(iov, &n, &f, "MESSAGE", mbuf);
-                field(iov, &n, &f, "PRIORITY", "2");
-                field(iov, &n, &f, "MESSAGE_ID", M0_MID_LOOP_CRASHED);
-                field(iov, &n, &f, "M0_APP",
-                      crash_host && crash_host->app->name ? crash_host->app->name : "m0");
-                if (t_loop >= 0) {
-                        put_u(&nb, (unsigned)t_loop);
-                        field(iov, &n, &f, "M0_LOOP", num);
-                }
-                field(iov, &n, &f, "M0_THREAD_KIND", kind_name(t_kind));
-                field(iov, &n, &f, "M0_SIGNAL", sig_name(sig));
-                field(iov, &n, &f, "M0_REQUEST", t_request[0] ? t_request : "-");
-                field(iov, &n, &f, "M0_BACKTRACE", btxt[0] ? btxt : "-");
-                struct sockaddr_un sa = {.sun_family = AF_UNIX,
-                                         .sun_path = "/run/systemd/journal/socket"};
-                struct msghdr mh = {.msg_name = &sa,
-                                    .msg_namelen = sizeof(sa),
-                                    .msg_iov = iov,
-                                    .msg_iovlen = (size_t)n};
-                if (sendmsg(journal_fd, &mh, MSG_NOSIGNAL) >= 0)
-                        goto out;
-        }
-        {
-                /* Not under journald (or it is gone): plain lines on stderr. */
-                char lbuf[700];
-                struct out l = {.p = lbuf, .cap = sizeof(lbuf)};
-                put(&l, "m0[");
-                put(&l, crash_host && crash_host->app->name ? crash_host->app->name : "m0");
-                put(&l, "]: ");
-                put(&l, mbuf);
-                put(&l, "\nbacktrace:\n");
-                ssize_t w = write(STDERR_FILENO, lbuf, l.len);
-                w = write(STDERR_FILENO, btxt, strlen(btxt));
-                (void)w;
-        }
-out:
+        describe(&m, sig, si);
+        char btxt[4096];
+        backtrace_text(btxt, sizeof(btxt));
+        if (!report_to_journal(sig, mbuf, btxt))
+                report_to_stderr(mbuf, btxt);
         /* SA_RESETHAND restored the default action: re-raise so that the core dump and
          * systemd's restart follow (the signal is delivered once this handler returns). */
         raise(sig);

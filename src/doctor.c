@@ -7,7 +7,11 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "internal.h"
+#include "caps.h"
+#include "config.h"
+#include "doctor.h"
+#include "host.h"
+#include "store.h"
 
 /* The length of the well-formed UTF-8 sequence at `p` (RFC 3629: no overlong form, no
  * surrogate, nothing past U+10FFFF), or 0. Reads no byte past a NUL. */
@@ -157,30 +161,29 @@ static void socket_host_port(const struct m0_sockets *s, char *host, size_t hl, 
         }
 }
 
-int m0__doctor(struct m0_host *h, const struct m0_check *checks, size_t n, int first, FILE *out)
+/* What the report says beyond the knobs and the checks, gathered once for both its forms. */
+struct facts {
+        unsigned pool, handlers;
+        char wd[200];
+        uint64_t wd_usec;
+        char eff[64], prm[64], held[256];
+        int code;
+};
+
+static void human_lines(struct m0_host *h, const struct facts *f, struct each *e,
+                        const struct m0_check *checks, size_t n, bool refused, FILE *out)
 {
         const struct m0_config *cfg = &h->cfg;
         const m0_app *app = h->app;
-        int code = first >= 0 ? M0__EXIT_CONFIG : M0__EXIT_OK;
-        unsigned pool = cfg->threads * cfg->blocking_threads;
-        unsigned handlers = cfg->threads + pool + (app->step ? 1 : 0);
-        char wd[200];
-        uint64_t wd_usec = watchdog(wd, sizeof(wd));
-        char eff[64], prm[64];
-        caps(eff, prm, sizeof(eff));
-
         fprintf(out, "m0 doctor: %s (m0 %s)\n", app->name, m0_version());
         fprintf(out, "configuration (value, source):\n");
-        struct each e = {.out = out, .json = false, .first = true, .passed = h->sockets.passed};
-        if (e.passed)
-                socket_host_port(&h->sockets, e.host, sizeof(e.host), e.port, sizeof(e.port));
-        m0__config_each(cfg, knob_line, &e);
+        m0__config_each(cfg, knob_line, e);
         fprintf(out,
                 "topology: %u loop%s, %u pool thread%s, %s producer, %u handler%s, %u compute "
                 "thread%s\n",
-                cfg->threads, cfg->threads == 1 ? "" : "s", pool, pool == 1 ? "" : "s",
-                app->step ? "a" : "no", handlers, handlers == 1 ? "" : "s", cfg->compute_threads,
-                cfg->compute_threads == 1 ? "" : "s");
+                cfg->threads, cfg->threads == 1 ? "" : "s", f->pool, f->pool == 1 ? "" : "s",
+                app->step ? "a" : "no", f->handlers, f->handlers == 1 ? "" : "s",
+                cfg->compute_threads, cfg->compute_threads == 1 ? "" : "s");
         if (app->max_threads)
                 fprintf(out, "app limits: max_threads %u\n", app->max_threads);
         else
@@ -192,36 +195,23 @@ int m0__doctor(struct m0_host *h, const struct m0_check *checks, size_t n, int f
         else
                 fprintf(out, "sockets: none passed; serving would bind %s:%u\n", cfg->host,
                         cfg->port);
-        fprintf(out, "watchdog: %s\n", wd);
+        fprintf(out, "watchdog: %s\n", f->wd);
         fprintf(out, "fd store: %s\n",
                 h->sockets.store_fd >= 0 ? "event state passed back (" M0__STORE_NAME ")"
                                          : "no event state passed: ids would start at 1");
-        char held[256];
-        m0__caps_describe(held, sizeof(held));
         fprintf(out,
                 "capabilities: %s (effective %s, permitted %s); serving drops them all after "
                 "taking the sockets, and sets no-new-privs\n",
-                held, eff, prm);
+                f->held, f->eff, f->prm);
         for (size_t i = 0; i < n; i++)
                 fprintf(out, "check %-24s %s  %s%s%s%s\n", checks[i].name,
                         checks[i].ok ? "ok  " : "FAIL", checks[i].detail, checks[i].ok ? "" : " (",
                         checks[i].fix, checks[i].ok ? "" : ")");
-        fprintf(out, "verdict: %s (exit %d)\n", first >= 0 ? "refused" : "would serve", code);
+        fprintf(out, "verdict: %s (exit %d)\n", refused ? "refused" : "would serve", f->code);
+}
 
-        /* The last line: one JSON object. */
-        fprintf(out, "{\"app\":");
-        json_str(out, app->name);
-        fprintf(out, ",\"version\":");
-        json_str(out, m0_version());
-        fprintf(out, ",\"config\":{");
-        e.json = true;
-        e.first = true;
-        m0__config_each(cfg, knob_line, &e);
-        fprintf(out,
-                "},\"topology\":{\"loops\":%u,\"pool_threads\":%u,\"producer\":%s,"
-                "\"handlers\":%u},",
-                cfg->threads, pool, app->step ? "true" : "false", handlers);
-        fprintf(out, "\"app_limits\":{\"max_threads\":%u},", app->max_threads);
+static void json_sockets_watchdog(struct m0_host *h, const struct facts *f, FILE *out)
+{
         fprintf(out, "\"sockets\":{\"passed\":%s,\"list\":[", h->sockets.passed ? "true" : "false");
         for (size_t i = 0; i < h->sockets.n; i++) {
                 fprintf(out, "%s{\"fd\":%d,\"name\":", i ? "," : "", h->sockets.v[i].fd);
@@ -231,21 +221,42 @@ int m0__doctor(struct m0_host *h, const struct m0_check *checks, size_t n, int f
                 fprintf(out, "}");
         }
         fprintf(out, "]},\"watchdog\":{\"usec\":");
-        if (wd_usec)
-                fprintf(out, "%llu", (unsigned long long)wd_usec);
+        if (f->wd_usec)
+                fprintf(out, "%llu", (unsigned long long)f->wd_usec);
         else
                 fprintf(out, "null");
         fprintf(out, ",\"detail\":");
-        json_str(out, wd);
+        json_str(out, f->wd);
         fprintf(out, "},");
+}
+
+/* The last line: one JSON object. */
+static void json_line(struct m0_host *h, const struct facts *f, struct each *e,
+                      const struct m0_check *checks, size_t n, FILE *out)
+{
+        const struct m0_config *cfg = &h->cfg;
+        fprintf(out, "{\"app\":");
+        json_str(out, h->app->name);
+        fprintf(out, ",\"version\":");
+        json_str(out, m0_version());
+        fprintf(out, ",\"config\":{");
+        e->json = true;
+        e->first = true;
+        m0__config_each(cfg, knob_line, e);
+        fprintf(out,
+                "},\"topology\":{\"loops\":%u,\"pool_threads\":%u,\"producer\":%s,"
+                "\"handlers\":%u},",
+                cfg->threads, f->pool, h->app->step ? "true" : "false", f->handlers);
+        fprintf(out, "\"app_limits\":{\"max_threads\":%u},", h->app->max_threads);
+        json_sockets_watchdog(h, f, out);
         fprintf(out, "\"fd_store\":{\"event_state_passed\":%s},",
                 h->sockets.store_fd >= 0 ? "true" : "false");
         fprintf(out, "\"capabilities\":{\"held\":");
-        json_str(out, held);
+        json_str(out, f->held);
         fprintf(out, ",\"dropped_when_serving\":true,\"effective\":");
-        json_str(out, eff);
+        json_str(out, f->eff);
         fprintf(out, ",\"permitted\":");
-        json_str(out, prm);
+        json_str(out, f->prm);
         fprintf(out, "},\"checks\":[");
         for (size_t i = 0; i < n; i++) {
                 fprintf(out, "%s{\"name\":", i ? "," : "");
@@ -256,7 +267,23 @@ int m0__doctor(struct m0_host *h, const struct m0_check *checks, size_t n, int f
                 json_str(out, checks[i].fix);
                 fprintf(out, "}");
         }
-        fprintf(out, "],\"exit\":%d}\n", code);
+        fprintf(out, "],\"exit\":%d}\n", f->code);
+}
+
+int m0__doctor(struct m0_host *h, const struct m0_check *checks, size_t n, int first, FILE *out)
+{
+        const struct m0_config *cfg = &h->cfg;
+        struct facts f = {.code = first >= 0 ? M0__EXIT_CONFIG : M0__EXIT_OK};
+        f.pool = cfg->threads * cfg->blocking_threads;
+        f.handlers = cfg->threads + f.pool + (h->app->step ? 1 : 0);
+        f.wd_usec = watchdog(f.wd, sizeof(f.wd));
+        caps(f.eff, f.prm, sizeof(f.eff));
+        m0__caps_describe(f.held, sizeof(f.held));
+        struct each e = {.out = out, .json = false, .first = true, .passed = h->sockets.passed};
+        if (e.passed)
+                socket_host_port(&h->sockets, e.host, sizeof(e.host), e.port, sizeof(e.port));
+        human_lines(h, &f, &e, checks, n, first >= 0, out);
+        json_line(h, &f, &e, checks, n, out);
         fflush(out);
-        return code;
+        return f.code;
 }

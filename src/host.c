@@ -8,12 +8,19 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <systemd/sd-daemon.h>
 
-#include "internal.h"
+#include "caps.h"
+#include "checks.h"
+#include "crash.h"
+#include "doctor.h"
+#include "host.h"
+#include "log.h"
+#include "notify.h"
+#include "sse.h"
+#include "store.h"
 
 extern char **environ;
 
@@ -35,39 +42,167 @@ static int refuse(const char *finding, const char *fix)
         return M0__EXIT_CONFIG;
 }
 
-static struct timespec deadline_after(uint64_t ms)
+/* ---- the threads: one list of every thread started, in the order they started ---- */
+
+static void add_thread(struct m0_host *h, struct m0_thread *t)
 {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += (time_t)(ms / 1000);
-        ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-        }
-        return ts;
+        h->threads[h->nthreads++] = t; /* sized for every thread there can be (prepare) */
 }
 
-bool m0__barrier_wait(struct m0_host *h, const char *who, int make_r, const char *why)
+/* Start `t` and put it on the host's list. 0, or -errno with the failure logged. */
+static int start_thread(struct m0_host *h, struct m0_thread *t)
 {
-        pthread_mutex_lock(&h->lock);
-        if (make_r < 0 && h->failed_loop < 0) {
-                h->failed_loop = 1; /* any failure; `failed_who` names it */
-                snprintf(h->failed_who, sizeof(h->failed_who), "%s", who);
-                snprintf(h->failed_msg, sizeof(h->failed_msg), "%s", why);
+        int r = m0__thread_start(t);
+        if (r < 0) {
+                m0__log(M0_LOG_ERR, t->loop, NULL, "cannot start %s: %s", t->who, strerror(-r));
+                return r;
         }
-        h->reported++;
-        pthread_cond_broadcast(&h->cond);
-        while (h->gate == M0_GATE_WAIT)
-                pthread_cond_wait(&h->cond, &h->lock);
-        bool go = h->gate == M0_GATE_GO;
-        pthread_mutex_unlock(&h->lock);
-        return go;
+        add_thread(h, t);
+        return 0;
 }
+
+/* Each loop's thread and its pool threads (L1): they build their handlers and wait. */
+static int start_loops(struct m0_host *h)
+{
+        for (int i = 0; i < h->nloops; i++) {
+                struct m0_loop *l = &h->loops[i];
+                int r = start_thread(h, &l->thread);
+                for (int t = 0; r == 0 && t < l->pool.nthreads; t++)
+                        r = start_thread(h, &l->pool.threads[t].thread);
+                if (r < 0)
+                        return M0__EXIT_FAIL;
+        }
+        return M0__EXIT_OK;
+}
+
+/* ---- the start ---- */
+
+/*
+ * Everything serving needs before a thread exists: the signals blocked (every thread inherits
+ * the mask, L6), the crash handlers, the loops (every one prepared before any is built, so a
+ * failure on one leaves the rest safe to destroy), the thread list and the barrier.
+ */
+static int prepare(struct m0_host *h, int *ret_sfd)
+{
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        pthread_sigmask(SIG_BLOCK, &mask, NULL);
+        signal(SIGPIPE, SIG_IGN);
+        *ret_sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        h->done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (*ret_sfd < 0 || h->done_fd < 0) {
+                m0__log(M0_LOG_ERR, -1, NULL, "cannot set up signals: %s", strerror(errno));
+                return M0__EXIT_FAIL;
+        }
+        h->nloops = (int)h->cfg.threads;
+        m0__crash_install(h, m0__log_journal());
+        h->tick_ms = m0__config_source(&h->cfg, "app-tick-ms") != M0_SRC_DEFAULT
+                             ? h->cfg.app_tick_ms
+                             : h->app->tick_ms;
+        uint64_t wd = 0;
+        if (sd_watchdog_enabled(0, &wd) > 0)
+                h->watchdog_usec = wd;
+        m0__barrier_init(&h->barrier);
+        atomic_store(&h->accepting, h->nloops);
+        m0__thread_init(&h->producer.thread, M0_THREAD_PRODUCER, -1, -1, m0__producer_main, h);
+        h->threads_cap =
+                h->nloops * (1 + (int)h->cfg.blocking_threads) + 1 + (int)h->cfg.compute_threads;
+        h->loops = calloc((size_t)h->nloops, sizeof(*h->loops));
+        h->threads = calloc((size_t)h->threads_cap, sizeof(*h->threads));
+        if (!h->loops || !h->threads)
+                return M0__EXIT_FAIL;
+        for (int i = 0; i < h->nloops; i++)
+                m0__loop_prepare(&h->loops[i], h, i);
+        for (int i = 0; i < h->nloops; i++) {
+                int r = m0__loop_build(&h->loops[i]);
+                if (r < 0) {
+                        m0__log(M0_LOG_ERR, i, NULL, "cannot set up loop %d: %s", i, strerror(-r));
+                        return M0__EXIT_FAIL;
+                }
+        }
+        return M0__EXIT_OK;
+}
+
+static void status_line(struct m0_host *h, char *out, size_t len)
+{
+        unsigned comp = h->cfg.compute_threads;
+        int n = snprintf(out, len,
+                         "STATUS=serving on %d loop%s, %u pool thread%s, %zu socket%s:", h->nloops,
+                         h->nloops == 1 ? "" : "s", h->cfg.blocking_threads * (unsigned)h->nloops,
+                         h->cfg.blocking_threads * (unsigned)h->nloops == 1 ? "" : "s",
+                         h->sockets.n, h->sockets.n == 1 ? "" : "s");
+        for (size_t i = 0; i < h->sockets.n && n > 0 && (size_t)n < len; i++)
+                n += snprintf(out + n, len - (size_t)n, " %s", h->sockets.v[i].where);
+        if (n > 0 && (size_t)n < len)
+                snprintf(out + n, len - (size_t)n, "; %u compute thread%s", comp,
+                         comp == 1 ? "" : "s");
+}
+
+/*
+ * The barrier (L1, L3): nobody accepts until every loop and pool thread has built its handler;
+ * then the producer, built after every handler and before any loop serves (S2); then the
+ * compute pool (P4); then READY=1. Returns true when serving begins; the gate is still shut.
+ */
+static bool await_handlers(struct m0_host *h)
+{
+        if (!m0__barrier_await(&h->barrier, h->nthreads))
+                return false;
+        if (m0__producer_needed(h)) {
+                struct m0_producer *p = &h->producer;
+                p->beats = calloc((size_t)h->nloops, sizeof(*p->beats));
+                p->stuck = calloc((size_t)h->nloops, sizeof(*p->stuck));
+                if (!p->beats || !p->stuck) {
+                        m0__log(M0_LOG_ERR, -1, NULL, "cannot start the producer: %s",
+                                strerror(ENOMEM));
+                        return false;
+                }
+                if (start_thread(h, &p->thread) < 0)
+                        return false;
+                if (!m0__barrier_await(&h->barrier, h->nthreads))
+                        return false;
+        }
+        int r = m0__compute_start(h);
+        for (int i = 0; h->compute.threads && i < h->compute.nthreads; i++)
+                if (h->compute.threads[i].started)
+                        add_thread(h, &h->compute.threads[i]);
+        if (r < 0) {
+                m0__log(M0_LOG_ERR, -1, NULL, "cannot start the compute pool");
+                return false;
+        }
+        char st[512], msg[600];
+        status_line(h, st, sizeof(st));
+        snprintf(msg, sizeof(msg), "READY=1\n%s", st);
+        (void)m0__notify(msg);
+        m0__log(M0_LOG_NOTICE, -1, M0_MID_READY, "ready: %s", st + 7);
+        return true;
+}
+
+/* A start that does not go on: every thread is let go from the barrier and joined, and a make
+ * that failed is the refusal (R4: no loop took a connection). */
+static int abort_start(struct m0_host *h, int code)
+{
+        m0__barrier_open(&h->barrier, false);
+        m0__compute_stop(h);
+        struct timespec far = m0__deadline_after(3600 * 1000);
+        for (int i = 0; i < h->nthreads; i++)
+                (void)m0__thread_join_by(h->threads[i], &far);
+        if (!h->barrier.failed)
+                return code == M0__EXIT_OK ? M0__EXIT_FAIL : code;
+        char finding[400];
+        snprintf(finding, sizeof(finding), "%s's make failed: %s", h->barrier.failed_who,
+                 h->barrier.failed_msg);
+        return refuse(finding, "the app could not build its handler; no loop accepted");
+}
+
+/* ---- the stop ---- */
 
 static void post_stop_all(struct m0_host *h)
 {
         atomic_store(&h->stopping, true);
+        atomic_store(&h->producer.stop, true);
         m0__compute_stop(h); /* queued work finishes; new calls run inline */
         for (int i = 0; i < h->nloops; i++) {
                 struct m0_msg *m = calloc(1, sizeof(*m));
@@ -76,38 +211,6 @@ static void post_stop_all(struct m0_host *h)
                 m->kind = M0_MSG_STOP;
                 m->fd = -1;
                 (void)m0__loop_post(&h->loops[i], m);
-        }
-}
-
-/*
- * Join every loop within one bound counted from `t0` (X2): drain + 1 s slack. Returns the exit
- * status: 0 when all stopped in time and none failed, 1 otherwise (stragglers are named).
- */
-static bool before(const struct timespec *a, const struct timespec *b)
-{
-        return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
-}
-
-/*
- * Join `t` by `end` (CLOCK_REALTIME); while it runs, tell systemd every second that the drain
- * goes on (EXTEND_TIMEOUT_USEC, X2). 0 when joined, ETIMEDOUT past `end`.
- */
-static int join_by(pthread_t t, const struct timespec *end)
-{
-        for (;;) {
-                struct timespec step = deadline_after(1000);
-                bool last = !before(&step, end);
-                int r = pthread_timedjoin_np(t, NULL, last ? end : &step);
-                if (r != ETIMEDOUT || last)
-                        return r;
-                struct timespec now;
-                clock_gettime(CLOCK_REALTIME, &now);
-                long long left_ms = (long long)(end->tv_sec - now.tv_sec) * 1000 +
-                                    (end->tv_nsec - now.tv_nsec) / 1000000;
-                char ext[64];
-                snprintf(ext, sizeof(ext), "EXTEND_TIMEOUT_USEC=%llu",
-                         (unsigned long long)(left_ms > 0 ? left_ms : 0) * 1000ull + 2000000ull);
-                (void)m0__notify(ext);
         }
 }
 
@@ -132,307 +235,158 @@ static bool handoffs_balance(struct m0_host *h)
         return false;
 }
 
-static int join_loops(struct m0_host *h, uint64_t bound_ms, bool *joined)
+/* Name a thread still running past the drain's bound (X2), each kind in its own words. */
+static void name_straggler(struct m0_host *h, const struct m0_thread *t, uint64_t bound_ms)
 {
-        struct timespec dl = deadline_after(bound_ms);
-        /* The pool's floor (X2): its jobs get at least 500 ms of drain, whatever the bound. */
+        unsigned long long ms = (unsigned long long)bound_ms;
+        if (t->kind == M0_THREAD_PRODUCER)
+                m0__log(M0_LOG_ERR, -1, M0_MID_DRAIN_TIMEOUT,
+                        "the producer %s still running past the drain's bound (%llu ms)",
+                        atomic_load(&h->producer.in_step) ? "step is" : "is", ms);
+        else if (t->kind != M0__THREAD_COMPUTE)
+                m0__log(M0_LOG_ERR, t->loop, M0_MID_DRAIN_TIMEOUT,
+                        "%s still running past the drain's bound (%llu ms)", t->who, ms);
+}
+
+/*
+ * Join every thread within one bound counted from the signal (X2): the drain + 1 s slack, and
+ * for pool threads at least 500 ms of drain whatever the bound. Returns the exit status: 0 when
+ * all stopped in time, no loop failed or cut a connection, and every hand-off was received.
+ */
+static int join_all(struct m0_host *h, uint64_t bound_ms)
+{
+        struct timespec dl = m0__deadline_after(bound_ms);
         uint64_t pool_ms = h->cfg.drain_timeout_ms < 500 ? 500 + 1000 : bound_ms;
-        struct timespec pool_dl = deadline_after(pool_ms);
-        int code = M0__EXIT_OK;
-        struct m0_producer *p = &h->producer;
-        atomic_store(&p->stop, true);
-        for (int i = 0; i < h->nloops; i++) {
-                if (joined[i])
+        struct timespec pool_dl = m0__deadline_after(pool_ms);
+        int code = M0__EXIT_OK, compute_left = 0;
+        for (int i = 0; i < h->nthreads; i++) {
+                struct m0_thread *t = h->threads[i];
+                bool pool = t->kind == M0_THREAD_POOL;
+                /* A loop that never got to the end of its drain did not stop its pool. */
+                if (pool && h->loops[t->loop].thread.started)
+                        m0__pool_stop(&h->loops[t->loop].pool);
+                if (m0__thread_join_by(t, pool ? &pool_dl : &dl) == 0)
                         continue;
-                int r = join_by(h->loops[i].thread, &dl);
-                if (r == 0) {
-                        joined[i] = true;
-                        if (h->loops[i].failed || h->loops[i].cut)
-                                code = M0__EXIT_FAIL;
-                        continue;
-                }
-                m0__log(M0_LOG_ERR, i, M0_MID_DRAIN_TIMEOUT,
-                        "loop %d still running past the drain's bound (%llu ms)", i,
-                        (unsigned long long)bound_ms);
                 code = M0__EXIT_FAIL;
+                if (t->kind == M0__THREAD_COMPUTE)
+                        compute_left++;
+                else
+                        name_straggler(h, t, bound_ms);
         }
+        if (compute_left)
+                m0__log(M0_LOG_ERR, -1, M0_MID_DRAIN_TIMEOUT,
+                        "%d compute thread%s still running past the drain's bound (%llu ms)",
+                        compute_left, compute_left == 1 ? "" : "s", (unsigned long long)bound_ms);
+        for (int i = 0; i < h->nloops; i++)
+                if (h->loops[i].failed || h->loops[i].cut)
+                        code = M0__EXIT_FAIL;
         if (code == M0__EXIT_OK && !handoffs_balance(h))
                 code = M0__EXIT_FAIL;
-        if (p->started) {
-                if (join_by(p->thread, &dl) == 0) {
-                        p->started = false;
-                } else {
-                        m0__log(M0_LOG_ERR, -1, M0_MID_DRAIN_TIMEOUT,
-                                "the producer %s still running past the drain's bound (%llu ms)",
-                                atomic_load(&p->in_step) ? "step is" : "is",
-                                (unsigned long long)bound_ms);
-                        code = M0__EXIT_FAIL;
-                }
-        }
-        int stuck = m0__compute_join(h, &dl);
-        if (stuck) {
-                m0__log(M0_LOG_ERR, -1, M0_MID_DRAIN_TIMEOUT,
-                        "%d compute thread%s still running past the drain's bound (%llu ms)", stuck,
-                        stuck == 1 ? "" : "s", (unsigned long long)bound_ms);
-                code = M0__EXIT_FAIL;
-        }
-        /* Pool threads finish their queue once their loop stopped; same deadline (X2). */
-        for (int i = 0; i < h->nloops; i++) {
-                struct m0_pool *pool = &h->loops[i].pool;
-                if (!joined[i])
-                        m0__pool_stop(pool); /* the loop never got there: stop its pool anyway */
-                for (int t = 0; t < pool->nthreads; t++) {
-                        if (!pool->threads[t].started)
-                                continue;
-                        if (join_by(pool->threads[t].thread, &pool_dl) == 0) {
-                                pool->threads[t].started = false;
-                                continue;
-                        }
-                        m0__log(M0_LOG_ERR, i, M0_MID_DRAIN_TIMEOUT,
-                                "loop %d pool thread %d still running past the drain's bound "
-                                "(%llu ms)",
-                                i, t, (unsigned long long)bound_ms);
-                        code = M0__EXIT_FAIL;
-                }
-        }
         return code;
 }
 
-static void status_line(struct m0_host *h, char *out, size_t len)
+/* A loop ended while nobody asked it to stop (L5): the process ends with it. */
+static int loop_died(struct m0_host *h, uint64_t bound_ms)
 {
-        unsigned comp = h->cfg.compute_threads;
-        int n = snprintf(out, len,
-                         "STATUS=serving on %d loop%s, %u pool thread%s, %zu socket%s:", h->nloops,
-                         h->nloops == 1 ? "" : "s", h->cfg.blocking_threads * (unsigned)h->nloops,
-                         h->cfg.blocking_threads * (unsigned)h->nloops == 1 ? "" : "s",
-                         h->sockets.n, h->sockets.n == 1 ? "" : "s");
-        for (size_t i = 0; i < h->sockets.n && n > 0 && (size_t)n < len; i++)
-                n += snprintf(out + n, len - (size_t)n, " %s", h->sockets.v[i].where);
-        if (n > 0 && (size_t)n < len)
-                snprintf(out + n, len - (size_t)n, "; %u compute thread%s", comp,
-                         comp == 1 ? "" : "s");
+        for (int i = 0; i < h->nloops; i++)
+                if (h->loops[i].failed)
+                        m0__log(M0_LOG_CRIT, i, M0_MID_LOOP_CRASHED,
+                                "loop %d died; the process ends (systemd restarts it)", i);
+        (void)m0__notify("STOPPING=1");
+        post_stop_all(h);
+        (void)join_all(h, bound_ms);
+        return M0__EXIT_FAIL;
 }
 
-static int serve(struct m0_host *h)
+/* SIGTERM or SIGINT: the drain (X1, X2). */
+static int drain(struct m0_host *h, int signo, uint64_t bound_ms)
 {
-        int code = M0__EXIT_OK;
-        sigset_t mask;
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGINT);
-        sigaddset(&mask, SIGHUP);
-        /* Blocked here, before any thread exists, so every loop inherits the mask (L6). */
-        pthread_sigmask(SIG_BLOCK, &mask, NULL);
-        signal(SIGPIPE, SIG_IGN);
-        int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-        h->done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (sfd < 0 || h->done_fd < 0) {
-                m0__log(M0_LOG_ERR, -1, NULL, "cannot set up signals: %s", strerror(errno));
-                return M0__EXIT_FAIL;
-        }
+        m0__log(M0_LOG_NOTICE, -1, NULL, "%s: draining (bound %u ms)", strsignal(signo),
+                h->cfg.drain_timeout_ms);
+        char ext[64];
+        snprintf(ext, sizeof(ext), "STOPPING=1\nEXTEND_TIMEOUT_USEC=%llu",
+                 (unsigned long long)(bound_ms + 1000) * 1000ull);
+        (void)m0__notify(ext);
+        post_stop_all(h);
+        return join_all(h, bound_ms);
+}
 
-        h->nloops = (int)h->cfg.threads;
-        m0__crash_install(h, m0__log_journal());
-        h->tick_ms = m0__config_source(&h->cfg, "app-tick-ms") != M0_SRC_DEFAULT
-                             ? h->cfg.app_tick_ms
-                             : h->app->tick_ms;
-        uint64_t wd = 0;
-        if (sd_watchdog_enabled(0, &wd) > 0)
-                h->watchdog_usec = wd;
-        h->loops = calloc((size_t)h->nloops, sizeof(*h->loops));
-        bool *joined = calloc((size_t)h->nloops, sizeof(bool));
-        if (!h->loops || !joined) {
-                free(joined);
-                close(sfd);
-                return M0__EXIT_FAIL;
-        }
-        h->failed_loop = -1;
-        atomic_store(&h->accepting, h->nloops);
-        pthread_mutex_init(&h->lock, NULL);
-        pthread_cond_init(&h->cond, NULL);
-
-        int started = 0;
-        for (int i = 0; i < h->nloops; i++) {
-                int r = m0__loop_init(&h->loops[i], h, i);
-                if (r < 0) {
-                        m0__log(M0_LOG_ERR, i, NULL, "cannot set up loop %d: %s", i, strerror(-r));
-                        code = M0__EXIT_FAIL;
-                        break;
-                }
-        }
-        for (int i = 0; code == M0__EXIT_OK && i < h->nloops; i++) {
-                struct m0_loop *l = &h->loops[i];
-                int r = pthread_create(&l->thread, NULL, m0__loop_main, l);
-                if (r != 0) {
-                        m0__log(M0_LOG_ERR, i, NULL, "cannot start loop %d: %s", i, strerror(r));
-                        code = M0__EXIT_FAIL;
-                        break;
-                }
-                l->started = true;
-                started++;
-                for (int t = 0; t < l->pool.nthreads; t++) {
-                        r = pthread_create(&l->pool.threads[t].thread, NULL, m0__pool_main,
-                                           &l->pool.threads[t]);
-                        if (r != 0) {
-                                m0__log(M0_LOG_ERR, i, NULL, "cannot start loop %d's pool: %s", i,
-                                        strerror(r));
-                                code = M0__EXIT_FAIL;
-                                break;
-                        }
-                        l->pool.threads[t].started = true;
-                        started++;
-                }
-        }
-
-        /* The barrier (L1, L3): nobody accepts until every loop has built its handler. */
-        pthread_mutex_lock(&h->lock);
-        while (h->reported < started)
-                pthread_cond_wait(&h->cond, &h->lock);
-        bool go = code == M0__EXIT_OK && h->failed_loop < 0;
-        /* Then the producer, built after every handler and before any loop serves (S2). */
-        if (go && m0__producer_needed(h)) {
-                struct m0_producer *p = &h->producer;
-                p->beats = calloc((size_t)h->nloops, sizeof(*p->beats));
-                p->stuck = calloc((size_t)h->nloops, sizeof(*p->stuck));
-                if (!p->beats || !p->stuck ||
-                    pthread_create(&p->thread, NULL, m0__producer_main, h) != 0) {
-                        m0__log(M0_LOG_ERR, -1, NULL, "cannot start the producer");
-                        code = M0__EXIT_FAIL;
-                        go = false;
-                } else {
-                        p->started = true;
-                        started++;
-                        while (h->reported < started)
-                                pthread_cond_wait(&h->cond, &h->lock);
-                        go = h->failed_loop < 0;
-                }
-        }
-        /* P4: the compute pool, after every handler exists and before any loop serves. */
-        if (go && m0__compute_start(h) < 0) {
-                m0__log(M0_LOG_ERR, -1, NULL, "cannot start the compute pool");
-                code = M0__EXIT_FAIL;
-                go = false;
-        }
-        if (go) {
-                char st[512];
-                status_line(h, st, sizeof(st));
-                char msg[600];
-                snprintf(msg, sizeof(msg), "READY=1\n%s", st);
-                (void)m0__notify(msg);
-                m0__log(M0_LOG_NOTICE, -1, M0_MID_READY, "ready: %s", st + 7);
-        }
-        h->gate = go ? M0_GATE_GO : M0_GATE_ABORT;
-        pthread_cond_broadcast(&h->cond);
-        pthread_mutex_unlock(&h->lock);
-
-        if (!go) {
-                for (int i = 0; i < h->nloops; i++) {
-                        struct m0_loop *l = &h->loops[i];
-                        if (l->started)
-                                pthread_join(l->thread, NULL);
-                        l->started = false;
-                        for (int t = 0; t < l->pool.nthreads; t++)
-                                if (l->pool.threads[t].started)
-                                        pthread_join(l->pool.threads[t].thread, NULL);
-                        for (int t = 0; t < l->pool.nthreads; t++)
-                                l->pool.threads[t].started = false;
-                        joined[i] = true;
-                }
-                if (h->producer.started)
-                        pthread_join(h->producer.thread, NULL);
-                h->producer.started = false;
-                m0__compute_stop(h);
-                struct timespec far = deadline_after(3600 * 1000);
-                (void)m0__compute_join(h, &far);
-                if (h->failed_loop >= 0) {
-                        char finding[400];
-                        snprintf(finding, sizeof(finding), "%s's make failed: %s", h->failed_who,
-                                 h->failed_msg);
-                        code = refuse(finding,
-                                      "the app could not build its handler; no loop accepted");
-                }
-                goto out;
-        }
-
-        /* Serve until a signal, or until a loop ends on its own (L5: then the process ends). */
+/* Serve until a signal, or until a loop ends on its own (L5, L6). */
+static int serve_until_signal(struct m0_host *h, int sfd)
+{
+        m0__barrier_open(&h->barrier, true);
         uint64_t bound = (uint64_t)h->cfg.drain_timeout_ms + 1000;
         for (;;) {
                 struct pollfd pf[2] = {{.fd = sfd, .events = POLLIN},
                                        {.fd = h->done_fd, .events = POLLIN}};
-                int n = poll(pf, 2, -1);
-                if (n < 0) {
+                if (poll(pf, 2, -1) < 0) {
                         if (errno == EINTR)
                                 continue;
-                        code = M0__EXIT_FAIL;
-                        break;
+                        return M0__EXIT_FAIL;
                 }
-                if (pf[1].revents & POLLIN) {
-                        /* A loop ended while nobody asked it to stop. */
-                        for (int i = 0; i < h->nloops; i++)
-                                if (h->loops[i].failed)
-                                        m0__log(M0_LOG_CRIT, i, M0_MID_LOOP_CRASHED,
-                                                "loop %d died; the process ends (systemd restarts "
-                                                "it)",
-                                                i);
-                        (void)m0__notify("STOPPING=1");
-                        post_stop_all(h);
-                        (void)join_loops(h, bound, joined);
-                        code = M0__EXIT_FAIL;
-                        break;
+                if (pf[1].revents & POLLIN)
+                        return loop_died(h, bound);
+                struct signalfd_siginfo si;
+                if (!(pf[0].revents & POLLIN) || read(sfd, &si, sizeof(si)) != sizeof(si))
+                        continue;
+                if (si.ssi_signo != SIGHUP) {
+                        int code = drain(h, (int)si.ssi_signo, bound);
+                        if (code == M0__EXIT_OK)
+                                m0__log(M0_LOG_INFO, -1, NULL, "stopped");
+                        return code;
                 }
-                if (pf[0].revents & POLLIN) {
-                        struct signalfd_siginfo si;
-                        if (read(sfd, &si, sizeof(si)) != sizeof(si))
-                                continue;
-                        if (si.ssi_signo == SIGHUP) {
-                                m0__log(M0_LOG_NOTICE, -1, NULL,
-                                        "SIGHUP ignored: configuration is read at start; restart "
-                                        "to reload");
-                                continue;
-                        }
-                        m0__log(M0_LOG_NOTICE, -1, NULL, "%s: draining (bound %u ms)",
-                                strsignal((int)si.ssi_signo), h->cfg.drain_timeout_ms);
-                        char ext[64];
-                        snprintf(ext, sizeof(ext), "STOPPING=1\nEXTEND_TIMEOUT_USEC=%llu",
-                                 (unsigned long long)(bound + 1000) * 1000ull);
-                        (void)m0__notify(ext);
-                        post_stop_all(h);
-                        code = join_loops(h, bound, joined);
-                        break;
-                }
+                m0__log(M0_LOG_NOTICE, -1, NULL,
+                        "SIGHUP ignored: configuration is read at start; restart to reload");
         }
-        if (code == M0__EXIT_OK)
-                m0__log(M0_LOG_INFO, -1, NULL, "stopped");
-out:
-        for (int i = 0; i < h->nloops; i++) {
-                /* A straggler still runs: its loop's memory stays, the process is ending. */
-                struct m0_loop *l = &h->loops[i];
-                bool pool_running = false;
-                for (int t = 0; t < l->pool.nthreads; t++)
-                        pool_running |= l->pool.threads[t].started;
-                if ((joined[i] || !l->started) && !pool_running)
-                        m0__loop_destroy(l);
-        }
-        free(joined);
-        if (!h->producer.started) {
+}
+
+/* Free what serving held. A straggler still runs: its loop's memory stays, as the process is
+ * ending anyway. */
+static void release(struct m0_host *h)
+{
+        bool running = false;
+        for (int i = 0; i < h->nthreads; i++)
+                running |= h->threads[i]->started;
+        if (!running) {
+                for (int i = 0; h->loops && i < h->nloops; i++)
+                        m0__loop_destroy(&h->loops[i]);
+                free(h->loops);
+                h->loops = NULL;
                 free(h->producer.beats);
                 free(h->producer.stuck);
+                m0__compute_free(h);
+                m0__barrier_destroy(&h->barrier);
         }
-        close(sfd);
-        close(h->done_fd);
+        free(h->threads);
+        h->threads = NULL;
+        h->nthreads = 0;
+        if (h->done_fd >= 0)
+                close(h->done_fd);
+}
+
+static int serve(struct m0_host *h)
+{
+        int sfd = -1;
+        h->done_fd = -1;
+        int code = prepare(h, &sfd);
+        if (code == M0__EXIT_OK)
+                code = start_loops(h);
+        if (code == M0__EXIT_OK && await_handlers(h))
+                code = serve_until_signal(h, sfd);
+        else
+                code = abort_start(h, code);
+        release(h);
+        if (sfd >= 0)
+                close(sfd);
         return code;
 }
 
-int m0_main(const m0_app *app, int argc, char **argv)
-{
-        static struct m0_host host;
-        struct m0_host *h = &host;
-        char err[512];
-        const char *name = app && app->name ? app->name : "m0";
-        memset(h, 0, sizeof(*h));
-        h->app = app;
-        m0__log_init(name);
+/* ---- m0_main: parse, refuse, take the sockets, start the bus, serve ---- */
 
+/* The configuration: 0 (serve), or the status m0_main() returns now. */
+static int configure(struct m0_host *h, const char *name, int argc, char **argv)
+{
+        char err[512];
         switch (m0__config_parse(&h->cfg, name, argc, argv, environ, stdout, err, sizeof(err))) {
         case M0_CONFIG_HELP:
         case M0_CONFIG_VERSION: return M0__EXIT_OK;
@@ -453,51 +407,53 @@ int m0_main(const m0_app *app, int argc, char **argv)
                 return refuse(err, NULL);
         case M0_CONFIG_SERVE: break;
         }
+        return -1;
+}
 
+/* The sockets, the checks (R2) or the doctor (D1), the bind, the rlimit and the capabilities
+ * (K1). -1 to go on serving, else the status m0_main() returns now. */
+static int take_sockets(struct m0_host *h)
+{
+        char err[512];
         /* Passed sockets are looked at before the checks: `listen-sockets` is one of them. */
         if (m0__sockets_take(&h->sockets, h->sockets_err, sizeof(h->sockets_err)) < 0 &&
             !h->sockets_err[0])
                 snprintf(h->sockets_err, sizeof(h->sockets_err), "LISTEN_FDS could not be used");
-
         struct m0_check checks[M0__CHECKS_MAX];
         size_t nchecks = 0;
         int first = m0__checks_run(h, checks, M0__ARRAY_SIZE(checks), &nchecks);
-        if (h->cfg.doctor) {
-                int code = m0__doctor(h, checks, nchecks, first, stdout);
-                m0__sockets_close(&h->sockets);
-                return code;
-        }
+        if (h->cfg.doctor)
+                return m0__doctor(h, checks, nchecks, first, stdout);
         if (first >= 0) {
                 char finding[400];
                 snprintf(finding, sizeof(finding), "%s: %s", checks[first].name,
                          checks[first].detail);
-                m0__sockets_close(&h->sockets);
                 return refuse(finding, checks[first].fix);
         }
         if (!h->sockets.passed) {
                 (void)m0__caps_keep_bind(); /* the bound set is dropped whole right after */
-                int r = m0__sockets_bind(&h->sockets, h->cfg.host, h->cfg.port, err, sizeof(err));
-                if (r < 0) {
-                        m0__sockets_close(&h->sockets);
+                if (m0__sockets_bind(&h->sockets, h->cfg.host, h->cfg.port, err, sizeof(err)) < 0)
                         return refuse(err, NULL);
-                }
         }
         (void)m0__limits_raise(h);
         /* K1: the sockets are held; nothing else the host does needs a capability. */
         if (m0__caps_drop(err, sizeof(err)) < 0) {
-                m0__sockets_close(&h->sockets);
                 m0__log(M0_LOG_ERR, -1, NULL, "%s", err);
                 return M0__EXIT_FAIL;
         }
+        return -1;
+}
+
+/* The bus and, under systemd, its state in the fd store (B4). 0 or M0__EXIT_FAIL. */
+static int start_bus(struct m0_host *h)
+{
         if (m0__bus_init(&h->bus, h->cfg.replay_frames, (int)h->cfg.threads,
                          h->cfg.channel_frames) < 0) {
-                m0__sockets_close(&h->sockets);
                 m0__log(M0_LOG_ERR, -1, NULL, "no memory for the replay ring");
                 return M0__EXIT_FAIL;
         }
         h->bus.wake = m0__bus_wake_loops;
         h->bus.wake_ud = h;
-        /* B4: under systemd the event ids and the replay ring outlive this process. */
         if (getenv("NOTIFY_SOCKET") || h->sockets.store_fd >= 0) {
                 char msg[300];
                 int fd = h->sockets.store_fd;
@@ -510,12 +466,30 @@ int m0_main(const m0_app *app, int argc, char **argv)
                                 "process");
         }
         m0__bus_global = &h->bus;
-        int code = serve(h);
-        m0__sockets_close(&h->sockets);
-        if (code == M0__EXIT_OK) {
-                /* Threads that outlived the bound may still publish: keep the ring then. */
-                m0__bus_global = NULL;
-                m0__bus_destroy(&h->bus);
+        return M0__EXIT_OK;
+}
+
+int m0_main(const m0_app *app, int argc, char **argv)
+{
+        static struct m0_host host;
+        struct m0_host *h = &host;
+        const char *name = app && app->name ? app->name : "m0";
+        memset(h, 0, sizeof(*h));
+        h->app = app;
+        h->sockets.store_fd = -1;
+        m0__log_init(name);
+        int code = configure(h, name, argc, argv);
+        if (code >= 0)
+                return code;
+        code = take_sockets(h);
+        if (code < 0 && (code = start_bus(h)) == M0__EXIT_OK) {
+                code = serve(h);
+                if (code == M0__EXIT_OK) {
+                        /* Threads that outlived the bound may still publish: keep the ring then. */
+                        m0__bus_global = NULL;
+                        m0__bus_destroy(&h->bus);
+                }
         }
+        m0__sockets_close(&h->sockets);
         return code;
 }

@@ -4,7 +4,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "internal.h"
+#include "config.h"
+#include "http.h"
+#include "request.h"
 
 /* RFC 9110 tchar. */
 const unsigned char m0__tchar[256] = {
@@ -101,46 +103,84 @@ static int parse_cl(const char *v, size_t n, uint64_t *ret)
         return 0;
 }
 
-int m0__http_head_parse(char *head, size_t avail, const struct m0_config *cfg, struct m0_req *req,
-                        size_t *ret_len)
-{
-        const unsigned char *p = (const unsigned char *)head;
-        const unsigned char *end = p + avail;
-        const unsigned char *s = p;
+/* What the walk of one head found, for the checks that span its fields. */
+struct head_walk {
+        const unsigned char *p, *end; /* the head */
+        const unsigned char *method_end, *target, *target_end;
+        size_t tlen;
+        bool v11;
+        size_t nfields, nhost;
+        bool have_cl, have_te, te_chunked;
+        uint64_t cl;
+};
 
-        /* request-line = method SP request-target SP HTTP-version CRLF */
+/* request-line = method SP request-target SP HTTP-version CRLF. Returns 0 and where the fields
+ * begin, or the status refusing it. */
+static int request_line(struct head_walk *w, const struct m0_config *cfg,
+                        const unsigned char **ret_s)
+{
+        const unsigned char *p = w->p, *end = w->end, *s = p;
         while (s < end && m0__tchar[*s])
                 s++;
         if (s == p || s >= end || *s != ' ')
                 return 400;
-        const unsigned char *method_end = s++;
-        const unsigned char *target = s;
+        w->method_end = s++;
+        w->target = s;
         while (s < end && target_ok(*s))
                 s++;
-        size_t tlen = (size_t)(s - target);
-        if (tlen > cfg->max_uri_bytes)
+        w->tlen = (size_t)(s - w->target);
+        if (w->tlen > cfg->max_uri_bytes)
                 return 414;
         /* A target followed by CRLF has no version: HTTP/0.9, refused. */
-        if (tlen == 0 || s >= end || *s != ' ')
+        if (w->tlen == 0 || s >= end || *s != ' ')
                 return 400;
-        const unsigned char *target_end = s++;
+        w->target_end = s++;
         if (end - s < 10 || memcmp(s, "HTTP/1.", 7) != 0 || s[7] < '0' || s[7] > '9' ||
             s[8] != '\r' || s[9] != '\n')
                 return 400;
-        bool v11 = s[7] >= '1';
-        s += 10;
+        w->v11 = s[7] >= '1';
+        *ret_s = s + 10;
+        return 0;
+}
 
-        size_t nfields = 0, nhost = 0;
-        bool have_cl = false, have_te = false, te_chunked = true;
-        uint64_t cl = 0;
+/* What the host checks of one field's value: Host, Content-Length, Transfer-Encoding (H3). */
+static int field_meaning(struct head_walk *w, const char *name, size_t nn, const char *v, size_t vn)
+{
+        if (name_is(name, nn, "host")) {
+                w->nhost++;
+                /* uri-host [":" port] (RFC 9112 3.2, RFC 3986 3.2.2): no whitespace, no
+                 * userinfo, no path — a Host naming anything else is refused */
+                for (size_t k = 0; k < vn; k++)
+                        if (!host_char[(unsigned char)v[k]])
+                                return 400;
+        } else if (name_is(name, nn, "content-length")) {
+                uint64_t x;
+                if (parse_cl(v, vn, &x) < 0 || (w->have_cl && x != w->cl))
+                        return 400;
+                w->have_cl = true;
+                w->cl = x;
+        } else if (name_is(name, nn, "transfer-encoding")) {
+                w->have_te = true;
+                /* Of several TE fields, the last one's last coding is the final one. */
+                w->te_chunked = ends_in_chunked(v, vn);
+        }
+        return 0;
+}
+
+/* The header fields from `*sp` to the blank line, each checked and, with `req`, cut into
+ * NUL-terminated strings and indexed. Returns 0 with *sp past the blank line, or a status. */
+static int header_fields(struct head_walk *w, char *head, const struct m0_config *cfg,
+                         struct m0_req *req, const unsigned char **sp)
+{
+        const unsigned char *p = w->p, *end = w->end, *s = *sp;
         for (;;) {
                 if (s >= end)
                         return 400; /* llhttp said complete; a head we cannot walk is malformed */
                 if (*s == '\r') {
                         if (s + 1 >= end || s[1] != '\n')
                                 return 400;
-                        s += 2;
-                        break;
+                        *sp = s + 2;
+                        return 0;
                 }
                 if (*s == '\n')
                         return 400; /* bare LF */
@@ -159,71 +199,70 @@ int m0__http_head_parse(char *head, size_t avail, const struct m0_config *cfg, s
                         return 400; /* a CTL or DEL, a bare LF, or a CR not followed by LF */
                 const unsigned char *val_end = s;
                 s += 2;
-                if ((size_t)(s - p) > cfg->max_head_bytes)
+                if ((size_t)(s - p) > cfg->max_head_bytes || ++w->nfields > cfg->max_header_fields)
                         return 431;
-                if (++nfields > cfg->max_header_fields)
-                        return 431;
-
                 const char *v = (const char *)val;
                 size_t vn = (size_t)(val_end - val);
                 trim(&v, &vn);
-                size_t nn = (size_t)(name_end - name);
-                if (name_is((const char *)name, nn, "host")) {
-                        nhost++;
-                        /* uri-host [":" port] (RFC 9112 3.2, RFC 3986 3.2.2): no whitespace,
-                         * no userinfo, no path — a Host naming anything else is refused */
-                        for (size_t k = 0; k < vn; k++)
-                                if (!host_char[(unsigned char)v[k]])
-                                        return 400;
-                } else if (name_is((const char *)name, nn, "content-length")) {
-                        uint64_t x;
-                        if (parse_cl(v, vn, &x) < 0 || (have_cl && x != cl))
-                                return 400;
-                        have_cl = true;
-                        cl = x;
-                } else if (name_is((const char *)name, nn, "transfer-encoding")) {
-                        have_te = true;
-                        /* Of several TE fields, the last one's last coding is the final one. */
-                        te_chunked = ends_in_chunked(v, vn);
-                }
+                int st = field_meaning(w, (const char *)name, (size_t)(name_end - name), v, vn);
+                if (st)
+                        return st;
                 if (req) {
-                        struct m0_header *hd = &req->headers[nfields - 1];
+                        struct m0_header *hd = &req->headers[w->nfields - 1];
                         head[name_end - p] = '\0';
                         hd->name = (const char *)name;
                         ((char *)v)[vn] = '\0';
                         hd->value = v;
                 }
         }
-        if ((size_t)(s - p) > cfg->max_head_bytes)
-                return 431;
-        if (have_cl && have_te)
-                return 400;
-        if (have_te && (!te_chunked || !v11))
-                return 400;
-        if (nhost > 1 || (v11 && nhost == 0))
-                return 400;
+}
 
-        if (req) {
-                head[method_end - p] = '\0';
-                req->method = head;
-                head[target_end - p] = '\0';
-                char *t = head + (target - p);
-                char *q = memchr(t, '?', tlen);
-                if (q) {
-                        *q = '\0';
-                        req->query = q + 1;
-                } else {
-                        req->query = "";
-                }
-                if (t[0] != '/' && strcmp(t, "*") != 0) {
-                        /* absolute-form: the path starts at the first '/' after "scheme://" */
-                        char *a = strstr(t, "://");
-                        char *slash = a ? strchr(a + 3, '/') : NULL;
-                        t = slash ? slash : (char *)"/";
-                }
-                req->path = t;
-                req->nheaders = nfields;
+/* Method, path and query into `req`, cut out of the request line. */
+static void index_target(const struct head_walk *w, char *head, struct m0_req *req)
+{
+        const unsigned char *p = w->p;
+        head[w->method_end - p] = '\0';
+        req->method = head;
+        head[w->target_end - p] = '\0';
+        char *t = head + (w->target - p);
+        char *q = memchr(t, '?', w->tlen);
+        if (q) {
+                *q = '\0';
+                req->query = q + 1;
+        } else {
+                req->query = "";
         }
-        *ret_len = (size_t)(s - p);
+        if (t[0] != '/' && strcmp(t, "*") != 0) {
+                /* absolute-form: the path starts at the first '/' after "scheme://" */
+                char *a = strstr(t, "://");
+                char *slash = a ? strchr(a + 3, '/') : NULL;
+                t = slash ? slash : (char *)"/";
+        }
+        req->path = t;
+        req->nheaders = w->nfields;
+}
+
+int m0__http_head_parse(char *head, size_t avail, const struct m0_config *cfg, struct m0_req *req,
+                        size_t *ret_len)
+{
+        struct head_walk w = {.p = (const unsigned char *)head, .te_chunked = true};
+        w.end = w.p + avail;
+        const unsigned char *s;
+        int st = request_line(&w, cfg, &s);
+        if (!st)
+                st = header_fields(&w, head, cfg, req, &s);
+        if (st)
+                return st;
+        if ((size_t)(s - w.p) > cfg->max_head_bytes)
+                return 431;
+        if (w.have_cl && w.have_te)
+                return 400;
+        if (w.have_te && (!w.te_chunked || !w.v11))
+                return 400;
+        if (w.nhost > 1 || (w.v11 && w.nhost == 0))
+                return 400;
+        if (req)
+                index_target(&w, head, req);
+        *ret_len = (size_t)(s - w.p);
         return 0;
 }

@@ -12,7 +12,8 @@
 #define SD_JOURNAL_SUPPRESS_LOCATION
 #include <systemd/sd-journal.h>
 
-#include "internal.h"
+#include "crash.h"
+#include "log.h"
 
 /* Written once by the coordinator before any other thread exists; read-only after. */
 static const char *log_app = "m0";

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* loop.c: one event loop on one thread: its epoll set, its mailbox, its timers (L1, L2). */
+/* loop.c: one event loop on one thread: its epoll set, its mailbox, its timers, its turns (L1, L2,
+ * D41). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +10,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "accept.h"
+#include "conn.h"
+#include "handler.h"
+#include "host.h"
+#include "log.h"
+#include "sse.h"
 
 /*
  * epoll tags: a connection is registered with its own (aligned) pointer, the mailbox with the
@@ -19,7 +25,7 @@ static uint64_t tag_mailbox;
 
 #define LISTENER_BIT UINT64_C(1)
 
-int m0__loop_init(struct m0_loop *l, struct m0_host *h, int index)
+void m0__loop_prepare(struct m0_loop *l, struct m0_host *h, int index)
 {
         memset(l, 0, sizeof(*l));
         l->host = h;
@@ -29,6 +35,12 @@ int m0__loop_init(struct m0_loop *l, struct m0_host *h, int index)
         l->reserve_fd = -1;
         pthread_mutex_init(&l->mb_lock, NULL);
         pthread_mutex_init(&l->cur_lock, NULL);
+        m0__thread_init(&l->thread, M0_THREAD_LOOP, index, -1, m0__loop_main, l);
+}
+
+int m0__loop_build(struct m0_loop *l)
+{
+        struct m0_host *h = l->host;
         int r = m0__pool_init(&l->pool, l, (int)h->cfg.blocking_threads);
         if (r < 0)
                 return r;
@@ -68,6 +80,12 @@ int m0__loop_init(struct m0_loop *l, struct m0_host *h, int index)
         return 0;
 }
 
+int m0__loop_init(struct m0_loop *l, struct m0_host *h, int index)
+{
+        m0__loop_prepare(l, h, index);
+        return m0__loop_build(l);
+}
+
 static void close_listeners(struct m0_loop *l)
 {
         for (size_t i = 0; i < l->nlisten; i++) {
@@ -85,15 +103,15 @@ void m0__loop_destroy(struct m0_loop *l)
                 close_listeners(l);
         free(l->listen_fds);
         l->listen_fds = NULL;
-        for (struct m0_msg *m = l->mb_head, *next; m; m = next) {
-                next = m->next;
+        struct m0_link *n;
+        while ((n = m0__list_pop(&l->mb))) {
+                struct m0_msg *m = M0__CONTAINER_OF(n, struct m0_msg, link);
                 if (m->kind == M0_MSG_CONN && m->fd >= 0)
                         close(m->fd);
                 if (m->kind == M0_MSG_JOB)
                         m0__job_discard(m->job);
                 free(m);
         }
-        l->mb_head = l->mb_tail = NULL;
         if (l->mb_fd >= 0)
                 close(l->mb_fd);
         if (l->epfd >= 0)
@@ -116,14 +134,9 @@ void m0__loop_destroy(struct m0_loop *l)
 
 int m0__loop_post(struct m0_loop *l, struct m0_msg *m)
 {
-        m->next = NULL;
         pthread_mutex_lock(&l->mb_lock);
-        bool was_empty = l->mb_head == NULL;
-        if (l->mb_tail)
-                l->mb_tail->next = m;
-        else
-                l->mb_head = m;
-        l->mb_tail = m;
+        bool was_empty = m0__list_empty(&l->mb);
+        m0__list_push(&l->mb, &m->link);
         pthread_mutex_unlock(&l->mb_lock);
         /* Wake only on the empty→non-empty edge; the write happens outside the lock. */
         if (was_empty) {
@@ -171,7 +184,7 @@ static void begin_stop(struct m0_loop *l)
         /* Busy connections finish their request with Connection: close; idle ones close after
          * drain_idle_ms (m0__conn_stop). */
         for (int cls = M0_TIMER_IDLE; cls < M0_TIMER_N; cls++) {
-                struct m0_conn *c = l->timers[cls].head;
+                struct m0_conn *c = M0__LIST_FIRST(&l->timers[cls], struct m0_conn, tlink);
                 while (c) {
                         struct m0_conn *next = m0__conn_timer_next(c);
                         m0__conn_stop(c);
@@ -185,7 +198,7 @@ static void cut_all(struct m0_loop *l)
 {
         for (int cls = M0_TIMER_IDLE; cls < M0_TIMER_N; cls++) {
                 struct m0_conn *c;
-                while ((c = l->timers[cls].head)) {
+                while ((c = M0__LIST_FIRST(&l->timers[cls], struct m0_conn, tlink))) {
                         /* a connection lingering after its last answer was answered whole, and
                          * one idle since the stop was serving nothing */
                         if (cls != M0_TIMER_LINGER && cls != M0_TIMER_DRAIN)
@@ -194,9 +207,10 @@ static void cut_all(struct m0_loop *l)
                 }
         }
         /* Connections the loop still owed answers to when the bound came */
-        while (l->runq.head) {
+        struct m0_conn *q;
+        while ((q = M0__LIST_FIRST(&l->runq, struct m0_conn, qlink))) {
                 l->cut++;
-                m0__conn_close(l->runq.head);
+                m0__conn_close(q);
         }
         if (l->cut)
                 m0__log(M0_LOG_ERR, l->index, M0_MID_DRAIN_TIMEOUT,
@@ -219,12 +233,13 @@ static void drain_mailbox(struct m0_loop *l)
         if (read(l->mb_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
                 return;
         deliver_pending(l);
+        struct m0_list got = {0};
         pthread_mutex_lock(&l->mb_lock);
-        struct m0_msg *m = l->mb_head;
-        l->mb_head = l->mb_tail = NULL;
+        m0__list_append(&got, &l->mb);
         pthread_mutex_unlock(&l->mb_lock);
-        while (m) {
-                struct m0_msg *next = m->next;
+        struct m0_link *n;
+        while ((n = m0__list_pop(&got))) {
+                struct m0_msg *m = M0__CONTAINER_OF(n, struct m0_msg, link);
                 switch (m->kind) {
                 case M0_MSG_CONN:
                         l->received++;
@@ -233,10 +248,9 @@ static void drain_mailbox(struct m0_loop *l)
                         (void)m0__conn_admit(l, m->fd);
                         break;
                 case M0_MSG_STOP: begin_stop(l); break;
-                case M0_MSG_JOB: m0__conn_job_done(l, m->job); break;
+                case M0_MSG_JOB: m0__conn_job_done(m->job); break;
                 }
                 free(m);
-                m = next;
         }
 }
 
@@ -244,7 +258,8 @@ static void fire_timers(struct m0_loop *l)
 {
         for (int cls = M0_TIMER_IDLE; cls < M0_TIMER_N; cls++) {
                 struct m0_conn *c;
-                while ((c = l->timers[cls].head) && m0__conn_deadline(c) <= l->now_ms)
+                while ((c = M0__LIST_FIRST(&l->timers[cls], struct m0_conn, tlink)) &&
+                       c->deadline <= l->now_ms)
                         m0__conn_timer_fire(c);
         }
 }
@@ -252,12 +267,15 @@ static void fire_timers(struct m0_loop *l)
 static int next_timeout(struct m0_loop *l)
 {
         uint64_t next = UINT64_MAX;
-        for (int cls = M0_TIMER_IDLE; cls < M0_TIMER_N; cls++)
-                if (l->timers[cls].head && m0__conn_deadline(l->timers[cls].head) < next)
-                        next = m0__conn_deadline(l->timers[cls].head);
+        for (int cls = M0_TIMER_IDLE; cls < M0_TIMER_N; cls++) {
+                struct m0_conn *c = M0__LIST_FIRST(&l->timers[cls], struct m0_conn, tlink);
+                if (c && c->deadline < next)
+                        next = c->deadline;
+        }
         if (l->host->tick_ms && l->host->app->tick && l->next_tick_ms < next)
                 next = l->next_tick_ms;
-        if (l->host->cfg.sse_heartbeat_ms && l->streams && l->next_heartbeat_ms < next)
+        if (l->host->cfg.sse_heartbeat_ms && !m0__list_empty(&l->streams) &&
+            l->next_heartbeat_ms < next)
                 next = l->next_heartbeat_ms;
         if (l->stopping && l->drain_deadline_ms < next)
                 next = l->drain_deadline_ms;
@@ -298,13 +316,7 @@ void m0__turn_defer(struct m0_conn *c, uint32_t events)
         if (c->queued)
                 return;
         c->queued = true;
-        c->qnext = NULL;
-        c->qprev = l->runq.tail;
-        if (l->runq.tail)
-                l->runq.tail->qnext = c;
-        else
-                l->runq.head = c;
-        l->runq.tail = c;
+        m0__list_push(&l->runq, &c->qlink);
         l->runq_len++;
 }
 
@@ -313,15 +325,7 @@ void m0__turn_forget(struct m0_conn *c)
         if (!c->queued)
                 return;
         struct m0_loop *l = c->loop;
-        if (c->qprev)
-                c->qprev->qnext = c->qnext;
-        else
-                l->runq.head = c->qnext;
-        if (c->qnext)
-                c->qnext->qprev = c->qprev;
-        else
-                l->runq.tail = c->qprev;
-        c->qprev = c->qnext = NULL;
+        m0__list_unlink(&l->runq, &c->qlink);
         c->queued = false;
         c->qevents = 0;
         l->runq_len--;
@@ -332,10 +336,10 @@ void m0__turn_forget(struct m0_conn *c)
 static void serve_queue(struct m0_loop *l)
 {
         size_t n = l->runq_len;
-        for (size_t i = 0; i < n && l->runq.head; i++) {
+        struct m0_conn *c;
+        for (size_t i = 0; i < n && (c = M0__LIST_FIRST(&l->runq, struct m0_conn, qlink)); i++) {
                 if (i > 0 && m0__turn_spent(l))
                         return;
-                struct m0_conn *c = l->runq.head;
                 uint32_t events = c->qevents;
                 m0__turn_forget(c);
                 m0__conn_event(c, events);
@@ -362,7 +366,8 @@ static void serve_event(struct m0_loop *l, struct m0_conn *c, uint32_t events)
 int m0__loop_run_once(struct m0_loop *l, int timeout_ms)
 {
         struct epoll_event evs[128];
-        int n = epoll_wait(l->epfd, evs, (int)M0__ARRAY_SIZE(evs), l->runq.head ? 0 : timeout_ms);
+        int n = epoll_wait(l->epfd, evs, (int)M0__ARRAY_SIZE(evs),
+                           m0__list_empty(&l->runq) ? timeout_ms : 0);
         if (n < 0)
                 return errno == EINTR ? 0 : -errno;
         l->now_ms = m0__now_ms();
@@ -384,7 +389,7 @@ int m0__loop_run_once(struct m0_loop *l, int timeout_ms)
         }
         fire_timers(l);
         if (l->host->cfg.sse_heartbeat_ms && l->now_ms >= l->next_heartbeat_ms) {
-                if (l->streams)
+                if (!m0__list_empty(&l->streams))
                         m0__sse_heartbeat(l);
                 l->next_heartbeat_ms = l->now_ms + l->host->cfg.sse_heartbeat_ms;
         }
@@ -392,7 +397,7 @@ int m0__loop_run_once(struct m0_loop *l, int timeout_ms)
                 cut_all(l);
         m0__conn_reap(l);
         if (l->host->tick_ms && l->host->app->tick && l->now_ms >= l->next_tick_ms) {
-                l->host->app->tick(l->state);
+                l->host->app->tick(l->thread.state);
                 l->next_tick_ms = l->now_ms + l->host->tick_ms;
         }
         deliver_pending(l);
@@ -441,55 +446,40 @@ void m0__loop_request_get(struct m0_loop *l, char *out, size_t len)
         pthread_mutex_unlock(&l->cur_lock);
 }
 
+/* At exit each loop says what it did (L4: passed and received among them). */
+static void log_counts(const struct m0_loop *l)
+{
+        m0__log(M0_LOG_INFO, l->index, NULL,
+                "loop stopped: accepted %llu, passed %llu, received %llu, requests %llu, "
+                "connections refused %llu, slow streams closed %llu, streams closed unread at the "
+                "stop %llu, streams closed at a full channel %llu, frames a full channel refused "
+                "%llu",
+                (unsigned long long)l->accepted, (unsigned long long)l->passed,
+                (unsigned long long)l->received, (unsigned long long)l->requests,
+                (unsigned long long)l->refused_conns, (unsigned long long)l->streams_cut,
+                (unsigned long long)l->streams_unread, (unsigned long long)l->chan_closed,
+                (unsigned long long)l->chan_refused);
+}
+
 void *m0__loop_main(void *arg)
 {
         struct m0_loop *l = arg;
         struct m0_host *h = l->host;
-        char name[16];
-        snprintf(name, sizeof(name), "m0-loop-%d", l->index);
-        pthread_setname_np(pthread_self(), name);
-        m0__thread_identify(l, M0_THREAD_LOOP, l->index, -1);
-
-        char why[200] = "";
-        int r = 0;
-        if (h->app->make) {
-                m0_handler_info info = {.kind = M0_THREAD_LOOP,
-                                        .loop = l->index,
-                                        .thread = -1,
-                                        .loops = h->nloops,
-                                        .loop_handler_max_ms = m0__loop_handler_max_ms(h)};
-                r = h->app->make(&info, &l->state, why, sizeof(why));
-                if (r < 0 && !why[0])
-                        snprintf(why, sizeof(why), "%s", strerror(-r));
-        }
-        char who[32];
-        snprintf(who, sizeof(who), "loop %d", l->index);
-        if (m0__barrier_wait(h, who, r, why)) {
-                r = serve(l);
+        if (m0__handler_begin(h, &l->thread, true)) {
+                int r = serve(l);
                 if (r < 0) {
                         l->failed = true;
                         m0__log(M0_LOG_CRIT, l->index, M0_MID_LOOP_CRASHED, "loop %d failed: %s",
                                 l->index, strerror(-r));
                 }
                 m0__pool_stop(&l->pool);
-                m0__log(M0_LOG_INFO, l->index, NULL,
-                        "loop stopped: accepted %llu, passed %llu, received %llu, requests %llu, "
-                        "connections refused %llu, slow streams closed %llu, streams closed "
-                        "unread at the stop %llu, streams closed at a full channel %llu, frames a "
-                        "full channel refused %llu",
-                        (unsigned long long)l->accepted, (unsigned long long)l->passed,
-                        (unsigned long long)l->received, (unsigned long long)l->requests,
-                        (unsigned long long)l->refused_conns, (unsigned long long)l->streams_cut,
-                        (unsigned long long)l->streams_unread, (unsigned long long)l->chan_closed,
-                        (unsigned long long)l->chan_refused);
+                log_counts(l);
         }
-        if (h->app->free && l->state)
-                h->app->free(l->state);
-        l->state = NULL;
-        m0__thread_forget();
+        m0__handler_end(h, &l->thread);
+        /* Tell the coordinator a loop ended (L5); it also joins with a bound, so a failed
+         * write leaves nothing to do. */
         uint64_t one = 1;
-        if (write(h->done_fd, &one, sizeof(one)) < 0) {
-                /* the coordinator also joins with a bound; nothing else to do */
-        }
+        ssize_t w = write(h->done_fd, &one, sizeof(one));
+        (void)w;
         return NULL;
 }

@@ -2,7 +2,7 @@
 /* notify.c: the messages m0 sends to systemd over $NOTIFY_SOCKET (READY, STATUS, STOPPING, …). */
 #include <systemd/sd-daemon.h>
 
-#include "internal.h"
+#include "notify.h"
 
 int m0__notify(const char *state)
 {

@@ -5,7 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "crash.h"
+#include "handler.h"
+#include "host.h"
+#include "log.h"
+#include "route.h"
 
 int m0__pool_init(struct m0_pool *p, struct m0_loop *l, int nthreads)
 {
@@ -21,17 +25,17 @@ int m0__pool_init(struct m0_pool *p, struct m0_loop *l, int nthreads)
         for (int i = 0; i < nthreads; i++) {
                 p->threads[i].loop = l;
                 p->threads[i].index = i;
+                m0__thread_init(&p->threads[i].thread, M0_THREAD_POOL, l->index, i, m0__pool_main,
+                                &p->threads[i]);
         }
         return 0;
 }
 
 void m0__pool_destroy(struct m0_pool *p)
 {
-        for (struct m0_job *j = p->head, *next; j; j = next) {
-                next = j->next;
-                m0__job_free(j);
-        }
-        p->head = p->tail = NULL;
+        struct m0_link *n;
+        while ((n = m0__list_pop(&p->queue)))
+                m0__job_free(M0__CONTAINER_OF(n, struct m0_job, link));
         free(p->threads);
         p->threads = NULL;
         pthread_cond_destroy(&p->cond);
@@ -40,13 +44,8 @@ void m0__pool_destroy(struct m0_pool *p)
 
 void m0__pool_submit(struct m0_pool *p, struct m0_job *job)
 {
-        job->next = NULL;
         pthread_mutex_lock(&p->lock);
-        if (p->tail)
-                p->tail->next = job;
-        else
-                p->head = job;
-        p->tail = job;
+        m0__list_push(&p->queue, &job->link);
         pthread_cond_signal(&p->cond);
         pthread_mutex_unlock(&p->lock);
 }
@@ -120,76 +119,58 @@ void m0__job_free(struct m0_job *job)
         free(job);
 }
 
+/* Take the next job, waiting for one; NULL once the pool is stopped and its queue empty. */
+static struct m0_job *next_job(struct m0_pool *p)
+{
+        pthread_mutex_lock(&p->lock);
+        while (m0__list_empty(&p->queue) && !p->stop)
+                pthread_cond_wait(&p->cond, &p->lock);
+        struct m0_link *n = m0__list_pop(&p->queue);
+        pthread_mutex_unlock(&p->lock);
+        return M0__LIST_ENTRY(n, struct m0_job, link);
+}
+
+/* Run one job with this thread's handler state and post it back to its loop (P1, P2). */
+static void run_job(struct m0_pool_thread *t, struct m0_job *job)
+{
+        struct m0_loop *l = t->loop;
+        struct m0_host *h = l->host;
+        job->req.thread = t->index;
+        m0__thread_request_set(h, job->req.method, job->req.path);
+        m0__app_run(h->app, job->fn, 0, &job->req, &job->res, t->thread.state);
+        m0__thread_request_set(h, NULL, NULL);
+        if (job->res.stream_refused || job->res.stream) {
+                /* P2: a stream lives on a loop; a pool thread cannot hold one. */
+                m0__log(M0_LOG_WARNING, l->index, NULL,
+                        "%s %s opened a stream on pool thread %d: answered 409 (streams are "
+                        "served from loop routes only)",
+                        job->req.method, job->req.path, t->index);
+                m0__res_reset(&job->res);
+                (void)m0_res_text(&job->res, 409, "409 Conflict: streams are served on the loop\n");
+        }
+        struct m0_msg *m = calloc(1, sizeof(*m));
+        if (!m) {
+                /* the connection waits for an answer that cannot be delivered: the drain's
+                 * bound cuts it */
+                m0__job_free(job);
+                return;
+        }
+        m->kind = M0_MSG_JOB;
+        m->fd = -1;
+        m->job = job;
+        (void)m0__loop_post(l, m);
+}
+
 /* The pool thread: build the handler, wait at the barrier, then run jobs until stopped. */
 void *m0__pool_main(void *arg)
 {
         struct m0_pool_thread *t = arg;
-        struct m0_loop *l = t->loop;
-        struct m0_host *h = l->host;
-        struct m0_pool *p = &l->pool;
-        char name[16];
-        snprintf(name, sizeof(name), "m0-pool-%d.%d", l->index, t->index);
-        pthread_setname_np(pthread_self(), name);
-        m0__thread_identify(l, M0_THREAD_POOL, l->index, t->index);
-
-        char why[200] = "";
-        int r = 0;
-        if (h->app->make) {
-                m0_handler_info info = {.kind = M0_THREAD_POOL,
-                                        .loop = l->index,
-                                        .thread = t->index,
-                                        .loops = h->nloops,
-                                        .loop_handler_max_ms = m0__loop_handler_max_ms(h)};
-                r = h->app->make(&info, &t->state, why, sizeof(why));
-                if (r < 0 && !why[0])
-                        snprintf(why, sizeof(why), "%s", strerror(-r));
+        struct m0_host *h = t->loop->host;
+        if (m0__handler_begin(h, &t->thread, true)) {
+                struct m0_job *job;
+                while ((job = next_job(&t->loop->pool)))
+                        run_job(t, job);
         }
-        char who[64];
-        snprintf(who, sizeof(who), "loop %d pool thread %d", l->index, t->index);
-        if (m0__barrier_wait(h, who, r, why)) {
-                for (;;) {
-                        pthread_mutex_lock(&p->lock);
-                        while (!p->head && !p->stop)
-                                pthread_cond_wait(&p->cond, &p->lock);
-                        struct m0_job *job = p->head;
-                        if (job) {
-                                p->head = job->next;
-                                if (!p->head)
-                                        p->tail = NULL;
-                        }
-                        pthread_mutex_unlock(&p->lock);
-                        if (!job)
-                                break; /* stopped, and the queue is empty */
-                        job->req.thread = t->index;
-                        m0__thread_request_set(h, job->req.method, job->req.path);
-                        m0__app_run(h->app, job->fn, 0, &job->req, &job->res, t->state);
-                        m0__thread_request_set(h, NULL, NULL);
-                        if (job->res.stream_refused || job->res.stream) {
-                                /* P2: a stream lives on a loop; a pool thread cannot hold one. */
-                                m0__log(M0_LOG_WARNING, l->index, NULL,
-                                        "%s %s opened a stream on pool thread %d: answered 409 "
-                                        "(streams are served from loop routes only)",
-                                        job->req.method, job->req.path, t->index);
-                                m0__res_reset(&job->res);
-                                (void)m0_res_text(&job->res, 409,
-                                                  "409 Conflict: streams are served on the loop\n");
-                        }
-                        struct m0_msg *m = calloc(1, sizeof(*m));
-                        if (!m) {
-                                /* the connection waits for an answer that cannot be delivered:
-                                 * the drain's bound cuts it */
-                                m0__job_free(job);
-                                continue;
-                        }
-                        m->kind = M0_MSG_JOB;
-                        m->fd = -1;
-                        m->job = job;
-                        (void)m0__loop_post(l, m);
-                }
-        }
-        if (h->app->free && t->state)
-                h->app->free(t->state);
-        t->state = NULL;
-        m0__thread_forget();
+        m0__handler_end(h, &t->thread);
         return NULL;
 }

@@ -8,7 +8,11 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "internal.h"
+#include "handler.h"
+#include "host.h"
+#include "log.h"
+#include "notify.h"
+#include "producer.h"
 
 #define SLICE_MS 50 /* a sleeping producer sees the stop within this */
 
@@ -68,21 +72,8 @@ void *m0__producer_main(void *arg)
 {
         struct m0_host *h = arg;
         struct m0_producer *p = &h->producer;
-        pthread_setname_np(pthread_self(), "m0-producer");
-        m0__thread_identify(NULL, M0_THREAD_PRODUCER, -1, -1);
-        char why[200] = "";
-        int r = 0;
-        if (h->app->step && h->app->make) {
-                m0_handler_info info = {.kind = M0_THREAD_PRODUCER,
-                                        .loop = -1,
-                                        .thread = -1,
-                                        .loops = h->nloops,
-                                        .loop_handler_max_ms = m0__loop_handler_max_ms(h)};
-                r = h->app->make(&info, &p->state, why, sizeof(why));
-                if (r < 0 && !why[0])
-                        snprintf(why, sizeof(why), "%s", strerror(-r));
-        }
-        if (!m0__barrier_wait(h, "the producer", r, why))
+        /* A producer for the watchdog alone builds no handler state: the app has no step. */
+        if (!m0__handler_begin(h, &p->thread, h->app->step != NULL))
                 goto out;
 
         /* Microseconds: at 250 or 1000 Hz a millisecond clock would skip slots it only
@@ -99,7 +90,7 @@ void *m0__producer_main(void *arg)
                 now = now_us();
                 if (stepping && now >= next_step) {
                         atomic_store(&p->in_step, true);
-                        int64_t want = h->app->step(p->state);
+                        int64_t want = h->app->step(p->thread.state);
                         atomic_store(&p->in_step, false);
                         now = now_us();
                         if (want < 0) {
@@ -134,9 +125,6 @@ void *m0__producer_main(void *arg)
                                                                      : now + SLICE_MS * 1000);
         }
 out:
-        if (h->app->free && p->state)
-                h->app->free(p->state);
-        p->state = NULL;
-        m0__thread_forget();
+        m0__handler_end(h, &p->thread);
         return NULL;
 }

@@ -6,7 +6,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "internal.h"
+#include "http.h"
+#include "loop.h"
+#include "response.h"
 
 #define RES_MAX_HEADERS 64
 #define RES_MAX_HEAD_BYTES (16 * 1024)

@@ -5,9 +5,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "bus.h"
+#include "conn.h"
+#include "crash.h"
+#include "host.h"
+#include "log.h"
+#include "sse.h"
 
 #define TAKE_BATCH 64
+
+#define FIRST_STREAM(l) M0__LIST_FIRST(&(l)->streams, struct m0_conn, slink)
+#define NEXT_STREAM(c) M0__LIST_NEXT((c), struct m0_conn, slink)
 
 int m0_res_stream(m0_res *res)
 {
@@ -21,25 +29,14 @@ int m0_res_stream(m0_res *res)
 
 static void link_stream(struct m0_loop *l, struct m0_conn *c)
 {
-        c->sprev = NULL;
-        c->snext = l->streams;
-        if (l->streams)
-                l->streams->sprev = c;
-        l->streams = c;
+        m0__list_push(&l->streams, &c->slink);
 }
 
 void m0__sse_unlink(struct m0_conn *c)
 {
         if (!c->stream)
                 return;
-        struct m0_loop *l = c->loop;
-        if (c->sprev)
-                c->sprev->snext = c->snext;
-        else if (l->streams == c)
-                l->streams = c->snext;
-        if (c->snext)
-                c->snext->sprev = c->sprev;
-        c->sprev = c->snext = NULL;
+        m0__list_unlink(&c->loop->streams, &c->slink);
         c->stream = false;
 }
 
@@ -145,8 +142,8 @@ void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res)
 static void close_behind(struct m0_loop *l, const struct m0_refusal *r)
 {
         unsigned closed = 0;
-        for (struct m0_conn *c = l->streams, *next; c; c = next) {
-                next = c->snext;
+        for (struct m0_conn *c = FIRST_STREAM(l), *next; c; c = next) {
+                next = NEXT_STREAM(c); /* a send may close c */
                 if (c->cursor >= r->last)
                         continue; /* opened after the refused frames: it has them already */
                 m0__sse_unlink(c);
@@ -174,8 +171,8 @@ void m0__sse_deliver(struct m0_loop *l)
                 struct m0_refusal refused;
                 size_t n = m0__bus_take_channel(b, l->index, f, TAKE_BATCH, &refused);
                 for (size_t i = 0; i < n; i++) {
-                        for (struct m0_conn *c = l->streams, *next; c; c = next) {
-                                next = c->snext; /* a send may close c */
+                        for (struct m0_conn *c = FIRST_STREAM(l), *next; c; c = next) {
+                                next = NEXT_STREAM(c); /* a send may close c */
                                 if (c->cursor >= f[i]->id)
                                         continue;
                                 c->cursor = f[i]->id;
@@ -194,8 +191,8 @@ void m0__sse_deliver(struct m0_loop *l)
 void m0__sse_heartbeat(struct m0_loop *l)
 {
         static const char hb[] = ": heartbeat\n\n";
-        for (struct m0_conn *c = l->streams, *next; c; c = next) {
-                next = c->snext;
+        for (struct m0_conn *c = FIRST_STREAM(l), *next; c; c = next) {
+                next = NEXT_STREAM(c); /* a send may close c */
                 (void)m0__conn_send(c, hb, sizeof(hb) - 1);
         }
 }
@@ -203,8 +200,8 @@ void m0__sse_heartbeat(struct m0_loop *l)
 void m0__sse_farewell(struct m0_loop *l)
 {
         static const char bye[] = ": bye\n\n";
-        while (l->streams) {
-                struct m0_conn *c = l->streams;
+        struct m0_conn *c;
+        while ((c = FIRST_STREAM(l))) {
                 m0__sse_unlink(c);
                 if (m0__conn_send(c, bye, sizeof(bye) - 1) < 0)
                         continue; /* closed: its backlog had passed the bound (B2) */

@@ -10,7 +10,9 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "internal.h"
+#include "bus.h"
+#include "host.h"
+#include "store.h"
 
 /*
  * Layout of the memfd (native endianness: only this host on this machine reads it back):

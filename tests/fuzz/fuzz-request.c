@@ -7,7 +7,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "bus.h"
+#include "config.h"
+#include "conn.h"
+#include "host.h"
+#include "loop.h"
 
 static int echo(m0_req *req, m0_res *res, void *state)
 {
@@ -177,13 +181,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 pump(sv[1], &out, &len, &cap);
         verify(out, len);
         /* Whatever is still open (a stream, a head waiting for its timeout) is closed now. */
+        struct m0_conn *c;
         for (int cls = M0_TIMER_IDLE; cls < M0_TIMER_N; cls++)
-                while (loop->timers[cls].head)
-                        m0__conn_close(loop->timers[cls].head);
-        while (loop->streams)
-                m0__conn_close(loop->streams);
-        while (loop->runq.head)
-                m0__conn_close(loop->runq.head);
+                while ((c = M0__LIST_FIRST(&loop->timers[cls], struct m0_conn, tlink)))
+                        m0__conn_close(c);
+        while ((c = M0__LIST_FIRST(&loop->streams, struct m0_conn, slink)))
+                m0__conn_close(c);
+        while ((c = M0__LIST_FIRST(&loop->runq, struct m0_conn, qlink)))
+                m0__conn_close(c);
         m0__conn_reap(loop);
         if (atomic_load(&loop->load) != 0)
                 __builtin_trap(); /* a connection the loop lost track of */

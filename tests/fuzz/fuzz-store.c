@@ -10,7 +10,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "bus.h"
+#include "host.h"
+#include "store.h"
 
 /*
  * An input is one option byte, then the memfd's bytes:
@@ -115,7 +117,7 @@ static void check_bus(struct m0_bus *b)
 static int start(size_t cap, int fd, char *msg, size_t msg_len)
 {
         memset(&host, 0, sizeof(host));
-        if (m0__bus_init(&host.bus, cap) < 0)
+        if (m0__bus_init(&host.bus, cap, 0, 1) < 0)
                 abort();
         int keep = fd >= 0 ? dup(fd) : -1;
         if (m0__store_open(&host, fd, msg, msg_len) < 0)

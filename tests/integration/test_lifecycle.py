@@ -10,6 +10,7 @@ import resource
 import signal
 import time
 
+import m0test
 from m0test import Server, build_dir, check, eq
 
 MAKE_FIX = "the app could not build its handler; no loop accepted"
@@ -452,3 +453,43 @@ def test_X1_request_queued_on_a_busy_loop_answered():
         eq(s.wait_exit(5), 0, f"exit status; log:\n{s.log_text()}")
         _drain_notified(s)
 
+
+
+def _fault_shim(tmp):
+    """tests/shim/fault.c built into `tmp` (an LD_PRELOAD shim that fails an epoll_create1()
+    and records a close() below fd 3)."""
+    import shutil
+    import subprocess
+
+    so = os.path.join(tmp, "fault.so")
+    cc = shutil.which("cc") or shutil.which("gcc")
+    check(cc, "no C compiler for the fault shim")
+    src = os.path.join(m0test.REPO, "tests", "shim", "fault.c")
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", so, src, "-ldl"], check=True)
+    return so
+
+
+def test_L1_loop_1_failing_its_setup_closes_no_descriptor_below_3():
+    """counter --threads 3 with loop 1's epoll_create1() failing (an LD_PRELOAD shim): the
+    start fails (exit 1, the loop named), and no descriptor below 3 is closed on the way out:
+    every loop was prepared (its fds -1) before any was built, so destroying loops 1 and 2,
+    half-built and never built, closes nothing of theirs that is not theirs."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="m0test-") as tmp:
+        so = _fault_shim(tmp)
+        log = os.path.join(tmp, "low-closes")
+        env = {
+            "LD_PRELOAD": so,
+            "M0TEST_EPOLL_FAIL_AT": "2",
+            "M0TEST_LOW_CLOSE_LOG": log,
+            "M0_PORT": "0",
+            # an ASan runtime is linked after the shim; the order does not matter here
+            "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0",
+        }
+        rc, out, err = m0test.run_app("counter", ["--threads", "3"], env=env)
+        eq(rc, 1, f"exit status; stderr:\n{err}")
+        check("cannot set up loop 1: Too many open files" in err, f"stderr:\n{err}")
+        check("Event loop started" not in err, f"a loop served:\n{err}")
+        low = open(log).read() if os.path.exists(log) else ""
+        eq(low, "", "descriptors below 3 closed")

@@ -11,7 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "accept.h"
+#include "conn.h"
+#include "host.h"
+#include "loop.h"
 #include "unit.h"
 
 /* Every wait below is on the kernel's own state (the listener's queue, a socket's end of file);
@@ -74,7 +77,7 @@ static void teardown_host(void)
         for (int i = 0; i < host->nloops; i++) {
                 struct m0_loop *l = &host->loops[i];
                 struct m0_conn *c;
-                while ((c = l->timers[M0_TIMER_IDLE].head))
+                while ((c = M0__LIST_FIRST(&l->timers[M0_TIMER_IDLE], struct m0_conn, tlink)))
                         m0__conn_close(c);
                 m0__conn_reap(l);
                 m0__loop_destroy(l); /* closes the hand-offs still in its mailbox */
@@ -150,15 +153,17 @@ static void placement(struct placement *p)
                 p->loop[k] = -1;
         for (int i = 0; i < host->nloops; i++) {
                 struct m0_loop *l = &host->loops[i];
-                for (struct m0_conn *c = l->timers[M0_TIMER_IDLE].head; c;
-                     c = m0__conn_timer_next(c)) {
+                for (struct m0_conn *c =
+                             M0__LIST_FIRST(&l->timers[M0_TIMER_IDLE], struct m0_conn, tlink);
+                     c; c = m0__conn_timer_next(c)) {
                         int k = client_of(c->fd);
                         ck_assert_int_eq(p->loop[k], -1);
                         p->loop[k] = i;
                         p->kept[i]++;
                 }
                 pthread_mutex_lock(&l->mb_lock);
-                for (struct m0_msg *m = l->mb_head; m; m = m->next) {
+                for (struct m0_msg *m = M0__LIST_FIRST(&l->mb, struct m0_msg, link); m;
+                     m = M0__LIST_NEXT(m, struct m0_msg, link)) {
                         ck_assert_int_eq(m->kind, M0_MSG_CONN);
                         ck_assert_int_ge(m->fd, 0);
                         int k = client_of(m->fd);
@@ -409,7 +414,8 @@ START_TEST(past_max_connections_is_closed_and_counted)
         ck_assert_uint_eq(queued(), 0);
 
         /* one closes: there is room for one more */
-        m0__conn_close(host->loops[0].timers[M0_TIMER_IDLE].head);
+        m0__conn_close(
+                M0__LIST_FIRST(&host->loops[0].timers[M0_TIMER_IDLE], struct m0_conn, tlink));
         m0__conn_reap(&host->loops[0]);
         ck_assert_uint_eq(atomic_load(&host->conns), 1);
         connect_clients(2);

@@ -5,7 +5,8 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "internal.h"
+#include "buf.h"
+#include "util.h"
 #include "unit.h"
 
 START_TEST(append_to_empty)

@@ -5,7 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "checks.h"
+#include "host.h"
 #include "unit.h"
 
 static const char *const names[] = {"threads-count",          "workers",

@@ -4,7 +4,8 @@
 #include <pthread.h>
 #include <time.h>
 
-#include "internal.h"
+#include "compute.h"
+#include "host.h"
 #include "unit.h"
 
 /* Every wait below is on the test's own barrier or a join; the bound only keeps a failure from
@@ -38,8 +39,7 @@ static void setup(void)
  * back once the threads are joined. */
 static void teardown(void)
 {
-        free(host->compute.threads);
-        free(host->compute.started);
+        m0__compute_free(host);
         free(host);
 }
 
@@ -112,7 +112,7 @@ static int runner(pthread_t t, pthread_t caller)
         if (pthread_equal(t, caller))
                 return 0;
         for (int k = 0; k < host->compute.nthreads; k++)
-                if (pthread_equal(t, host->compute.threads[k]))
+                if (pthread_equal(t, host->compute.threads[k].id))
                         return 1 + k;
         return -1;
 }
@@ -396,7 +396,7 @@ START_TEST(stop_then_calls_run_inline_and_threads_join)
 
         struct timespec dl = after_ms(WAIT_S * 1000);
         ck_assert_int_eq(m0__compute_join(host, &dl), 0);
-        ck_assert(!host->compute.started[0] && !host->compute.started[1]);
+        ck_assert(!host->compute.threads[0].started && !host->compute.threads[1].started);
         ck_assert_int_eq(m0__compute_join(host, &dl), 0); /* joined threads are not joined again */
 }
 END_TEST

@@ -5,7 +5,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "internal.h"
+#include "config.h"
+#include "util.h"
 #include "unit.h"
 
 /* The host's knobs (SPEC C2, H2, R2, X2), in --help order: flag, variable, default as --help

@@ -6,7 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "conn.h"
+#include "host.h"
 #include "unit.h"
 
 static struct m0_host *host;
@@ -27,7 +28,7 @@ static void setup(void)
 static void teardown(void)
 {
         struct m0_conn *c;
-        while ((c = loop->timers[M0_TIMER_IDLE].head))
+        while ((c = M0__LIST_FIRST(&loop->timers[M0_TIMER_IDLE], struct m0_conn, tlink)))
                 m0__conn_close(c);
         m0__conn_reap(loop);
         close(loop->epfd);

@@ -4,7 +4,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "internal.h"
+#include "config.h"
+#include "http.h"
+#include "request.h"
 #include "unit.h"
 
 static struct m0_config cfg;

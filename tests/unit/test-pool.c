@@ -7,7 +7,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "conn.h"
+#include "handler.h"
+#include "host.h"
+#include "loop.h"
+#include "pool.h"
 #include "unit.h"
 
 /* Every wait below is on the pool's own signals; the bound only keeps a failure from hanging. */
@@ -128,7 +132,7 @@ static int stream_and_ignore(m0_req *req, m0_res *res, void *state)
  * - cfg.max_header_fields: m0__loop_init allocates the loop's request headers from it;
  * - app: the pool thread calls its make and free, and m0__app_run runs the job's handler;
  * - nloops: handed to make as info.loops;
- * - lock, cond, gate, failed_loop: the make-barrier the pool thread waits at (L1);
+ * - barrier: the make-barrier the pool thread waits at (L1);
  * - watchdog_usec stays 0, so m0__thread_request_set touches no loop.
  * m0__loop_init gives the loop the mailbox (mb_lock, mb_fd) jobs come back through.
  */
@@ -148,20 +152,16 @@ static void setup_pool(int nthreads)
         host->cfg.max_header_fields = 16;
         host->app = &app;
         host->nloops = 1;
-        host->failed_loop = -1;
-        host->gate = M0_GATE_WAIT;
-        pthread_mutex_init(&host->lock, NULL);
-        pthread_cond_init(&host->cond, NULL);
+        m0__barrier_init(&host->barrier);
         ck_assert_int_eq(m0__loop_init(loop, host, 0), 0);
         ck_assert_int_eq(loop->pool.nthreads, nthreads);
 }
 
 static void teardown_pool(void)
 {
-        ck_assert_ptr_null(loop->mb_head); /* every job was taken back */
+        ck_assert(m0__list_empty(&loop->mb)); /* every job was taken back */
         m0__loop_destroy(loop);
-        pthread_cond_destroy(&host->cond);
-        pthread_mutex_destroy(&host->lock);
+        m0__barrier_destroy(&host->barrier);
         free(loop);
         free(host);
 }
@@ -171,21 +171,17 @@ static void teardown_pool(void)
 static void start_pool(bool go)
 {
         struct m0_pool *p = &loop->pool;
-        for (int i = 0; i < p->nthreads; i++) {
-                ck_assert_int_eq(
-                        pthread_create(&p->threads[i].thread, NULL, m0__pool_main, &p->threads[i]),
-                        0);
-                p->threads[i].started = true;
-        }
+        for (int i = 0; i < p->nthreads; i++)
+                ck_assert_int_eq(m0__thread_start(&p->threads[i].thread), 0);
+        struct m0_barrier *b = &host->barrier;
         struct timespec dl = deadline();
-        pthread_mutex_lock(&host->lock);
-        while (host->reported < p->nthreads)
-                if (pthread_cond_timedwait(&host->cond, &host->lock, &dl) == ETIMEDOUT)
+        pthread_mutex_lock(&b->lock);
+        while (b->reported < p->nthreads)
+                if (pthread_cond_timedwait(&b->cond, &b->lock, &dl) == ETIMEDOUT)
                         break;
-        int reported = host->reported;
-        host->gate = go ? M0_GATE_GO : M0_GATE_ABORT;
-        pthread_cond_broadcast(&host->cond);
-        pthread_mutex_unlock(&host->lock);
+        int reported = b->reported;
+        pthread_mutex_unlock(&b->lock);
+        m0__barrier_open(b, go);
         ck_assert_int_eq(reported, p->nthreads);
 }
 
@@ -194,9 +190,8 @@ static void join_pool(void)
         struct m0_pool *p = &loop->pool;
         struct timespec dl = deadline();
         for (int i = 0; i < p->nthreads; i++) {
-                ck_assert_msg(pthread_timedjoin_np(p->threads[i].thread, NULL, &dl) == 0,
+                ck_assert_msg(m0__thread_join_by(&p->threads[i].thread, &dl) == 0,
                               "pool thread %d did not end", i);
-                p->threads[i].started = false;
         }
 }
 
@@ -240,13 +235,14 @@ static size_t take_mailbox(struct m0_msg **out, size_t n)
                         break;
                 uint64_t v;
                 ck_assert_int_eq(read(loop->mb_fd, &v, sizeof(v)), sizeof(v));
+                struct m0_list taken = {0};
                 pthread_mutex_lock(&loop->mb_lock);
-                struct m0_msg *m = loop->mb_head;
-                loop->mb_head = loop->mb_tail = NULL;
+                m0__list_append(&taken, &loop->mb);
                 pthread_mutex_unlock(&loop->mb_lock);
-                for (; m; m = m->next) {
+                struct m0_link *link;
+                while ((link = m0__list_pop(&taken))) {
                         ck_assert_msg(got < n, "more messages than the %zu expected", n);
-                        out[got++] = m;
+                        out[got++] = M0__CONTAINER_OF(link, struct m0_msg, link);
                 }
         }
         return got;
@@ -270,8 +266,7 @@ START_TEST(init_without_threads)
         ck_assert_int_eq(m0__pool_init(&p, &l, 0), 0);
         ck_assert_int_eq(p.nthreads, 0);
         ck_assert_ptr_null(p.threads);
-        ck_assert_ptr_null(p.head);
-        ck_assert_ptr_null(p.tail);
+        ck_assert(m0__list_empty(&p.queue));
         ck_assert(!p.stop);
         m0__pool_destroy(&p);
         ck_assert_ptr_null(p.threads);
@@ -280,7 +275,7 @@ END_TEST
 
 START_TEST(init_with_threads)
 {
-        struct m0_loop l;
+        struct m0_loop l = {.index = 4};
         struct m0_pool p;
         memset(&p, 0xa5, sizeof(p));
         ck_assert_int_eq(m0__pool_init(&p, &l, 3), 0);
@@ -289,11 +284,17 @@ START_TEST(init_with_threads)
         for (int i = 0; i < 3; i++) {
                 ck_assert_ptr_eq(p.threads[i].loop, &l);
                 ck_assert_int_eq(p.threads[i].index, i);
-                ck_assert(!p.threads[i].started);
-                ck_assert_ptr_null(p.threads[i].state);
-                ck_assert(!atomic_load(&p.threads[i].busy_past_bound));
+                ck_assert(!p.threads[i].thread.started);
+                ck_assert_ptr_null(p.threads[i].thread.state);
+                ck_assert_int_eq(p.threads[i].thread.kind, M0_THREAD_POOL);
+                ck_assert_int_eq(p.threads[i].thread.loop, 4);
+                ck_assert_int_eq(p.threads[i].thread.index, i);
         }
-        ck_assert_ptr_null(p.head);
+        char who[48];
+        snprintf(who, sizeof(who), "loop 4 pool thread 2");
+        ck_assert_str_eq(p.threads[2].thread.who, who);
+        ck_assert_str_eq(p.threads[2].thread.name, "m0-pool-4.2");
+        ck_assert(m0__list_empty(&p.queue));
         ck_assert(!p.stop);
         m0__pool_destroy(&p);
         ck_assert_ptr_null(p.threads);
@@ -316,14 +317,13 @@ START_TEST(destroy_frees_queued_jobs_of_a_pool_never_started)
                 ck_assert_int_eq(m0_res_text(&j[i]->res, 200, "body"), 0);
                 m0__pool_submit(&p, j[i]);
         }
-        ck_assert_ptr_eq(p.head, j[0]);
-        ck_assert_ptr_eq(j[0]->next, j[1]);
-        ck_assert_ptr_eq(j[1]->next, j[2]);
-        ck_assert_ptr_null(j[2]->next);
-        ck_assert_ptr_eq(p.tail, j[2]);
+        ck_assert_ptr_eq(M0__LIST_FIRST(&p.queue, struct m0_job, link), j[0]);
+        ck_assert_ptr_eq(M0__LIST_NEXT(j[0], struct m0_job, link), j[1]);
+        ck_assert_ptr_eq(M0__LIST_NEXT(j[1], struct m0_job, link), j[2]);
+        ck_assert_ptr_null(M0__LIST_NEXT(j[2], struct m0_job, link));
+        ck_assert_ptr_eq(p.queue.tail, &j[2]->link);
         m0__pool_destroy(&p);
-        ck_assert_ptr_null(p.head);
-        ck_assert_ptr_null(p.tail);
+        ck_assert(m0__list_empty(&p.queue));
         ck_assert_ptr_null(p.threads);
 }
 END_TEST
@@ -400,7 +400,7 @@ START_TEST(job_copies_the_request)
         ck_assert_uint_eq(j->req.arena.len, 0);
 
         ck_assert_ptr_eq(j->conn, &conn_marker);
-        ck_assert_ptr_null(j->next);
+        ck_assert_ptr_null(j->link.next);
         ck_assert_ptr_null(j->loop);
         ck_assert(j->fn == NULL);
         ck_assert(!j->is_head && !j->keep_alive);
@@ -483,7 +483,7 @@ START_TEST(one_thread_takes_jobs_in_order)
         ck_assert_int_eq(made[0].loops, 1);
         ck_assert_int_eq(nfreed, 1);
         ck_assert_int_eq(freed[0], 0);
-        ck_assert_ptr_null(loop->pool.threads[0].state);
+        ck_assert_ptr_null(loop->pool.threads[0].thread.state);
         free_msgs(m, 8);
         teardown_pool();
 }
@@ -498,8 +498,7 @@ START_TEST(stop_lets_the_queue_finish)
         m0__pool_stop(&loop->pool);
         start_pool(true);
         join_pool();
-        ck_assert_ptr_null(loop->pool.head);
-        ck_assert_ptr_null(loop->pool.tail);
+        ck_assert(m0__list_empty(&loop->pool.queue));
 
         struct m0_msg *m[6];
         ck_assert_uint_eq(take_mailbox(m, 6), 6);
@@ -609,14 +608,14 @@ START_TEST(failed_make_closes_the_gate)
         m0__pool_submit(&loop->pool, job_for("GET", "/never", echo));
         start_pool(false);
         join_pool();
-        ck_assert_int_eq(host->failed_loop, 1);
-        ck_assert_str_eq(host->failed_who, "loop 0 pool thread 1");
-        ck_assert_str_eq(host->failed_msg, strerror(EIO));
+        ck_assert(host->barrier.failed);
+        ck_assert_str_eq(host->barrier.failed_who, "loop 0 pool thread 1");
+        ck_assert_str_eq(host->barrier.failed_msg, strerror(EIO));
         ck_assert_int_eq(nmade, 2);
         ck_assert_int_eq(nran, 0);
         ck_assert_int_eq(nfreed, 1);
         ck_assert_int_eq(freed[0], 0);
-        ck_assert_ptr_nonnull(loop->pool.head); /* still queued: destroy frees it */
+        ck_assert(!m0__list_empty(&loop->pool.queue)); /* still queued: destroy frees it */
         struct pollfd pf = {.fd = loop->mb_fd, .events = POLLIN};
         ck_assert_int_eq(poll(&pf, 1, 0), 0);
         teardown_pool();

@@ -4,7 +4,11 @@
 #include <limits.h>
 #include <stdint.h>
 
-#include "internal.h"
+#include "config.h"
+#include "http.h"
+#include "request.h"
+#include "response.h"
+#include "route.h"
 #include "unit.h"
 
 static struct m0_config cfg;

@@ -3,7 +3,8 @@
 #include <errno.h>
 #include <stdint.h>
 
-#include "internal.h"
+#include "loop.h"
+#include "response.h"
 #include "unit.h"
 
 static struct m0_loop *loop;

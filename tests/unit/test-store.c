@@ -10,7 +10,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "bus.h"
+#include "host.h"
+#include "store.h"
 #include "unit.h"
 
 /*

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/* config.h: config.c, every knob as a flag and an M0_* variable, read once by the coordinator. */
+#ifndef M0_CONFIG_H
+#define M0_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum m0_source {
+        M0_SRC_DEFAULT = 0,
+        M0_SRC_ENV,
+        M0_SRC_FLAG,
+};
+
+#define M0__KNOBS_MAX 64
+/* The largest M0_REPLAY_FRAMES; a stored ring with more slots is none this host made (D46). */
+#define M0__REPLAY_FRAMES_MAX 1048576u
+
+/* Every knob of the host. Filled once by m0__config_parse() on the coordinator, read-only after. */
+struct m0_config {
+        char host[256];
+        uint32_t port;
+        uint32_t threads; /* resolved: `auto` is turned into a count */
+        bool threads_auto;
+        uint32_t blocking_threads;
+        uint32_t compute_threads;
+        uint32_t workers;
+        uint32_t max_keepalive_requests;
+        uint32_t sse_heartbeat_ms;
+        uint32_t app_tick_ms;
+        bool access_log;
+        bool accept_share;
+        uint32_t drain_timeout_ms;
+        uint32_t max_head_bytes;
+        uint32_t max_uri_bytes;
+        uint32_t max_header_fields;
+        uint64_t max_body_bytes;
+        uint32_t header_timeout_ms;
+        uint32_t body_timeout_ms;
+        uint32_t idle_timeout_ms;
+        uint32_t max_connections;
+        uint32_t max_output_bytes;
+        uint32_t linger_ms;
+        uint32_t drain_idle_ms;
+        uint32_t replay_frames;
+        uint32_t channel_frames;
+        uint32_t slice_requests;
+        uint32_t turn_budget_ms;
+        bool doctor;
+        unsigned char sources[M0__KNOBS_MAX]; /* enum m0_source per knob, in table order */
+};
+
+enum m0_config_result {
+        M0_CONFIG_SERVE = 0, /* go on */
+        M0_CONFIG_HELP,      /* --help printed; exit 0 */
+        M0_CONFIG_VERSION,   /* --version printed; exit 0 */
+        M0_CONFIG_USAGE,     /* usage error; exit 2 */
+        M0_CONFIG_REFUSED,   /* an environment value did not parse; exit 78 */
+};
+
+struct m0_knob;
+
+/*
+ * Parse flags (argv) over M0_* variables (envp) over defaults into *cfg. On USAGE/REFUSED,
+ * `err` holds the one line naming the problem. `help`/`version` output goes to `out`.
+ */
+enum m0_config_result m0__config_parse(struct m0_config *cfg, const char *app_name, int argc,
+                                       char **argv, char **envp, FILE *out, char *err,
+                                       size_t err_len);
+/* The usage text, printed with usage errors and --help. */
+void m0__config_usage(FILE *out, const char *app_name);
+/* Source of the knob whose flag is `flag` ("threads") in the last parse. */
+enum m0_source m0__config_source(const struct m0_config *cfg, const char *flag);
+const char *m0__source_name(enum m0_source s);
+/* CPUs this process may run on: affinity, then cgroup v2 cpu.max quota. At least 1. */
+unsigned m0__cpus_available(void);
+/* Walk every knob: name (flag without dashes), env variable, rendered value, source. */
+void m0__config_each(const struct m0_config *cfg,
+                     void (*fn)(void *ud, const char *flag, const char *env, const char *value,
+                                enum m0_source src),
+                     void *ud);
+
+#endif /* M0_CONFIG_H */

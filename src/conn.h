@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/* conn.h: one HTTP/1.1 connection on its loop, and the four files that touch it: conn.c (its
+ * lifetime, reads and writes), timer.c (its deadlines), parse.c (llhttp and the requests it
+ * finds) and answer.c (routing, handlers, the answer). sse.c and loop.c reach it too. */
+#ifndef M0_CONN_H
+#define M0_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <llhttp.h>
+
+#include "buf.h"
+#include "list.h"
+#include "loop.h"
+
+struct m0_job;
+
+enum m0_phase {
+        PH_IDLE = 0, /* between messages */
+        PH_HEAD,     /* inside a request head */
+        PH_BODY,     /* head complete, reading the body */
+};
+
+/*
+ * Input lives in the loop's scratch buffer while whole requests arrive in one read; only what
+ * must outlive the read (a head in progress, unparsed bytes while the connection is paused) is
+ * copied into `rbuf`, which is freed again once it empties. An idle connection owns no buffer.
+ * Touched by its loop's thread only.
+ */
+struct m0_conn {
+        struct m0_loop *loop;
+        int fd;
+        uint32_t events; /* current epoll interest */
+        llhttp_t parser;
+
+        char *rbuf;
+        uint32_t rlen, rcap;
+        uint32_t rpos;     /* where parsing resumes in rbuf */
+        uint32_t req_off;  /* first byte of the current request in the buffer being parsed */
+        uint32_t head_len; /* valid in PH_BODY */
+        uint8_t phase;
+        bool req_started; /* req_off is known */
+        bool closing;     /* answer no more; close once the output is out */
+        bool lingering;   /* output out, write side shut; dropping the client's bytes */
+        bool busy;        /* a pool thread is answering the current request */
+        bool indexed;     /* the current head is already indexed into the loop's request */
+        int err_status;   /* the status a callback chose when it stopped the parser */
+        uint32_t tail;    /* the last four bytes parsed: a chunked body must end in CRLF CRLF */
+
+        struct m0_buf body;
+        struct m0_buf out; /* bytes the socket did not take yet */
+        size_t out_off;
+        uint32_t nreq;
+
+        /* Its timer (timer.c): a class of the loop's timers, and the deadline it is filed at. */
+        enum m0_timer_class tcls;
+        uint64_t deadline;
+        struct m0_link tlink; /* on loop->timers[tcls]; on loop->dead once closed */
+        /* The deadline of the head or body being read (H2), 0 when none is; `read_cls` is
+         * M0_TIMER_HEAD or M0_TIMER_BODY. Kept apart from the timer, which may wait on output. */
+        uint64_t read_deadline;
+        uint8_t read_cls;
+
+        /* On the loop's run queue (D41): work left for a later turn, and the epoll events
+         * that turn is to handle. */
+        bool queued;
+        uint32_t qevents;
+        struct m0_link qlink;
+
+        /* A server-sent event stream (S1): the connection parses nothing more. */
+        bool stream;
+        uint64_t cursor;      /* the last event id this stream was sent */
+        struct m0_link slink; /* on loop->streams */
+};
+
+/* ---- conn.c: lifetime, reads, writes ---- */
+
+/* Take accepted `fd` onto loop `l` (whose load and the host's count were raised for it). 0, or
+ * -ENOMEM after closing fd and lowering both. */
+int m0__conn_admit(struct m0_loop *l, int fd);
+/* Handle epoll `events` for `c`, which is being served now (its slice of the turn began). */
+void m0__conn_event(struct m0_conn *c, uint32_t events);
+/* Its timer's deadline passed: 408, close, or the end of a linger or a drain grace. */
+void m0__conn_timer_fire(struct m0_conn *c);
+/* Close `c` now; it is freed after the turn (m0__conn_reap), or when its pool job returns. */
+void m0__conn_close(struct m0_conn *c);
+/* Free the connections closed during the last turn. */
+void m0__conn_reap(struct m0_loop *l);
+/* Drain: close `c` now if it is idle and holds no unread byte; otherwise let it finish. */
+void m0__conn_stop(struct m0_conn *c);
+/* Send `len` bytes on `c` now, or keep them when the socket is full; a connection whose unsent
+ * bytes would pass max_output_bytes is closed instead (B2). 0, or -EPIPE when c is gone. */
+int m0__conn_send(struct m0_conn *c, const void *data, size_t len);
+/* Answer nothing more: close once the output is out. */
+void m0__conn_end(struct m0_conn *c);
+/* The answers queued in the loop's wbuf go out, and `c` goes on with the bytes it holds. */
+void m0__conn_resume(struct m0_conn *c);
+
+/* ---- timer.c: the connection's deadlines, filed in the loop's timer lists (D6, D53) ---- */
+
+/* File `c` under class `cls`, its deadline counted from now; M0_TIMER_NONE unfiles it. */
+void m0__timer_set(struct m0_conn *c, enum m0_timer_class cls);
+/* Take `c` out of its timer class, if it is in one. */
+void m0__timer_unlink(struct m0_conn *c);
+/* The head or body of class `cls` (M0_TIMER_HEAD, M0_TIMER_BODY) begins arriving now. */
+void m0__read_begin(struct m0_conn *c, enum m0_timer_class cls);
+/* Wait on the deadline of the message being read. */
+void m0__wait_read(struct m0_conn *c);
+/* Output the client has not taken: the write-stall bound counts from now, unless the message
+ * being read must be whole sooner. */
+void m0__wait_write(struct m0_conn *c);
+uint64_t m0__conn_deadline(const struct m0_conn *c);
+/* The connection after `c` in its timer class, or NULL. */
+struct m0_conn *m0__conn_timer_next(const struct m0_conn *c);
+
+/* ---- parse.c: llhttp over the connection's bytes, and each request it completes ---- */
+
+/* Set up `c`'s parser with m0's callbacks (H1: no lenient flag). */
+void m0__parser_init(struct m0_conn *c);
+/* `c` is served now: it may run up to slice_requests requests before the loop turns to others. */
+void m0__slice_begin(struct m0_conn *c);
+/*
+ * Parse and answer what `base[pos..len)` holds. Returns how far parsing got. Stops early when
+ * the connection is closing, its answers pass max_output_bytes, or its slice of the turn is
+ * spent (the rest waits, unparsed).
+ */
+size_t m0__conn_parse(struct m0_conn *c, char *base, size_t len, size_t pos);
+
+/* ---- answer.c: the one path from a complete request to its answer ---- */
+
+/* The request parse.c just completed: route it, run its handler on the loop or hand it to the
+ * pool, and queue its answer in the loop's wbuf. */
+void m0__conn_dispatch(struct m0_conn *c);
+/* Refuse the request being read with `status`, Connection: close, and read no further. */
+void m0__conn_refuse(struct m0_conn *c, int status);
+/* The loop's side of a pool job: it came back through the mailbox with its answer. */
+void m0__conn_job_done(struct m0_job *job);
+/* A job that came back to a loop that is gone: free it, and its connection if that was closed. */
+void m0__job_discard(struct m0_job *job);
+
+#endif /* M0_CONN_H */

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/* http.h: http.c, what H3 forbids in a request head and llhttp may let through, checked and
+ * indexed in one walk. */
+#ifndef M0_HTTP_H
+#define M0_HTTP_H
+
+#include <stddef.h>
+
+struct m0_config;
+struct m0_req;
+
+/* 1 for the bytes RFC 9110 allows in a token (a field name, a method). */
+extern const unsigned char m0__tchar[256];
+/* 1 for the bytes RFC 9110 allows in a field value: HTAB, SP, VCHAR, obs-text. */
+extern const unsigned char m0__vchar[256];
+
+/*
+ * Check a complete request head at `head` for what H3 forbids and llhttp may let through, and
+ * index it. Returns 0 and the head's length in *ret_len, or an HTTP status (400, 414, 431)
+ * for a head that must be refused. When `req` is non-NULL the head is also cut into
+ * NUL-terminated strings and indexed into req (headers up to `max_fields`).
+ */
+int m0__http_head_parse(char *head, size_t avail, const struct m0_config *cfg, struct m0_req *req,
+                        size_t *ret_len);
+
+#endif /* M0_HTTP_H */

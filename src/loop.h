@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: MIT */
+/* loop.h: loop.c, one event loop on one thread: its epoll set, its mailbox, its timer lists, its
+ * turns (L1, L2, D41). Only the loop's own thread touches a loop, but for what is marked. */
+#ifndef M0_LOOP_H
+#define M0_LOOP_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "buf.h"
+#include "list.h"
+#include "pool.h"
+#include "request.h"
+#include "response.h"
+#include "thread.h"
+
+struct m0_host;
+struct m0_conn;
+
+enum m0_msg_kind {
+        M0_MSG_CONN = 1, /* a connection handed over by another loop's accept */
+        M0_MSG_STOP,     /* the drain begins */
+        M0_MSG_JOB,      /* a pool thread finished a job of this loop's */
+};
+
+/* One mailbox entry; allocated by the sender, freed by the receiving loop. */
+struct m0_msg {
+        struct m0_link link;
+        enum m0_msg_kind kind;
+        int fd;
+        struct m0_job *job;
+};
+
+/* The loop's timer lists: one FIFO per class, each in deadline order (D6). */
+enum m0_timer_class {
+        M0_TIMER_NONE = 0,
+        M0_TIMER_IDLE,   /* between requests: idle_timeout_ms */
+        M0_TIMER_HEAD,   /* reading a head: header_timeout_ms */
+        M0_TIMER_BODY,   /* reading a body: body_timeout_ms */
+        M0_TIMER_WRITE,  /* output blocked: idle_timeout_ms since last progress */
+        M0_TIMER_DRAIN,  /* idle when the stop came: a request on its way is still answered */
+        M0_TIMER_LINGER, /* closing: drain the client's bytes for a while */
+        M0_TIMER_N,
+};
+
+struct m0_loop {
+        struct m0_host *host;
+        int index;
+        struct m0_thread thread; /* its state is the app's handler state for this loop */
+        int epfd;
+
+        /* mailbox: any thread pushes under `mb_lock`; the loop drains. Woken on empty→non-empty. */
+        int mb_fd;
+        pthread_mutex_t mb_lock;
+        struct m0_list mb; /* of m0_msg, oldest first */
+
+        /* Connections this loop holds or has been promised (a hand-off on its way): the load
+         * accept sharing balances. Written by any accepting loop, read by all. */
+        atomic_uint load;
+        /* Counters, written by this loop only, read at exit. */
+        uint64_t passed;   /* connections this loop accepted and handed to another */
+        uint64_t received; /* connections handed to this loop by another */
+        uint64_t accepted; /* connections this loop accepted itself and kept */
+        uint64_t requests;
+        uint64_t refused_conns; /* closed at once: over max_connections or no fd left */
+
+        int *listen_fds; /* this loop's copies of the listeners */
+        size_t nlisten;
+        int reserve_fd; /* spare fd, given up to shed a connection on EMFILE */
+
+        bool stopping;
+        bool failed;
+        uint64_t drain_deadline_ms; /* set at the stop: connections left past it are cut */
+        uint64_t cut;               /* connections cut at the drain's bound */
+
+        struct m0_list timers[M0_TIMER_N]; /* of m0_conn, by their timer link */
+        uint64_t now_ms;
+        time_t date_sec;
+        char date[40]; /* "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n" */
+        size_t date_len;
+        uint64_t next_tick_ms;
+
+        /* The turn (D41): one epoll batch, after the run queue, within a budget. */
+        uint64_t turn_budget_ms; /* turn-budget-ms, at most an eighth of the watchdog interval */
+        uint64_t turn_end_ms;    /* this turn's budget ends here, on the coarse clock */
+        bool turn_served;        /* a connection was served in this turn */
+        uint32_t slice_left;     /* requests the connection being served may still run */
+        struct m0_list runq;     /* connections with work left for the next turn, in order */
+        size_t runq_len;
+
+        struct m0_list dead; /* closed during this turn; freed after it (events may name them) */
+        /* The buffer llhttp is parsing now: callbacks turn pointers into offsets. */
+        const char *cur_base;
+        size_t cur_len;
+        struct m0_buf wbuf; /* responses of the connection being served, written in one go */
+
+        struct m0_pool pool;
+
+        /* streams (S1) and the bus channel (B1) */
+        struct m0_list streams;  /* of m0_conn, by their stream link */
+        atomic_bool bus_pending; /* set by a publisher, cleared by the loop (wakes on 0→1) */
+        uint64_t chan_refused;   /* frames this loop's channel refused, being full (B2) */
+        uint64_t chan_closed;    /* streams closed because their loop's channel was full */
+        uint64_t chan_logged_ms; /* when a full channel was last logged */
+        uint64_t streams_cut;    /* streams closed because their backlog passed its bound */
+        uint64_t streams_unread; /* streams closed at the stop with frames their client had not
+                                    taken */
+        uint64_t next_heartbeat_ms;
+
+        /* The request the loop is serving, read by the watchdog; kept only when it is on. */
+        pthread_mutex_t cur_lock;
+        char cur[160];
+
+        struct m0_req req;
+        struct m0_res res;
+        char *rscratch; /* read buffer shared by the loop's connections between requests */
+        size_t rscratch_cap;
+        /* Bumped by the loop at the end of each complete turn; read by the producer (W1). */
+        atomic_uint_fast64_t heartbeat;
+};
+
+/*
+ * Make `l` loop `index` of `h` with nothing acquired yet: every descriptor -1, its locks and its
+ * thread record set up. It cannot fail, and m0__loop_destroy() is safe on it from here on, so the
+ * host prepares every loop before it builds any (as sd_event_new() sets its fds to -EBADF).
+ */
+void m0__loop_prepare(struct m0_loop *l, struct m0_host *h, int index);
+/* Acquire what a prepared loop serves with: its pool, epoll set, mailbox, listener copies and
+ * buffers. 0, or -errno with whatever was acquired left for m0__loop_destroy(). */
+int m0__loop_build(struct m0_loop *l);
+/* Both, for a loop on its own (the unit tests). */
+int m0__loop_init(struct m0_loop *l, struct m0_host *h, int index);
+/* Free what a prepared loop holds, whether m0__loop_build() finished, failed or never ran. */
+void m0__loop_destroy(struct m0_loop *l);
+/* Push a message to loop `l` (any thread). 0 or -errno. */
+int m0__loop_post(struct m0_loop *l, struct m0_msg *m);
+/* One turn (D41): wait up to `timeout_ms` for events (not at all while the run queue holds
+ * work), serve the run queue, then the events, within the turn's budget; then timers,
+ * heartbeats and reaping. Returns how many events there were, or -errno. The loop's thread (or a
+ * test driving it). */
+int m0__loop_run_once(struct m0_loop *l, int timeout_ms);
+/* Whether this turn's budget is spent, once a connection was served in it (the coarse clock). */
+bool m0__turn_spent(struct m0_loop *l);
+/* Give `c` its turn later: to the run queue's tail (unless on it already) with `events`. */
+void m0__turn_defer(struct m0_conn *c, uint32_t events);
+/* Take `c` off the run queue (it is closing). */
+void m0__turn_forget(struct m0_conn *c);
+/* The loop's thread body; `arg` is its struct m0_loop. */
+void *m0__loop_main(void *arg);
+void m0__loop_date(struct m0_loop *l);
+/* Copy the request loop `l` is serving ("GET /slow"), "" when none. Any thread. */
+void m0__loop_request_get(struct m0_loop *l, char *out, size_t len);
+
+#endif /* M0_LOOP_H */

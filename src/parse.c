@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: MIT */
+/* parse.c: llhttp over a connection's bytes (its callbacks, beside the loop that drives them), and
+ * each request it completes handed to answer.c, within the connection's slice of the turn (H1,
+ * H2, H3, D41). */
+#include <string.h>
+#include <strings.h>
+
+#include "conn.h"
+#include "host.h"
+#include "http.h"
+
+/* ---- llhttp's callbacks: they run inside llhttp_execute() on the loop's thread ---- */
+
+static int on_message_begin(llhttp_t *p)
+{
+        struct m0_conn *c = p->data;
+        c->phase = PH_HEAD;
+        c->req_started = false;
+        c->err_status = 0;
+        c->body.len = 0;
+        /* Its first byte may have come before this parse (on_readable, keep_rest). */
+        if (!c->read_deadline)
+                m0__read_begin(c, M0_TIMER_HEAD);
+        m0__wait_read(c);
+        return 0;
+}
+
+static int on_method(llhttp_t *p, const char *at, size_t len)
+{
+        (void)len;
+        struct m0_conn *c = p->data;
+        if (!c->req_started) {
+                c->req_off = (uint32_t)(at - c->loop->cur_base);
+                c->req_started = true;
+        }
+        return 0;
+}
+
+static int on_headers_complete(llhttp_t *p)
+{
+        struct m0_conn *c = p->data;
+        struct m0_loop *l = c->loop;
+        const struct m0_config *cfg = &l->host->cfg;
+        size_t hl = 0;
+        /* The head is contiguous in the buffer being parsed: it is never dropped while in PH_HEAD. */
+        char *head = (char *)l->cur_base + c->req_off;
+        bool has_body =
+                (p->flags & F_CHUNKED) || ((p->flags & F_CONTENT_LENGTH) && p->content_length);
+        /* Without a body the request is answered within this very llhttp_execute(): the head is
+         * checked and indexed into the loop's request in one walk. With one, other connections
+         * may be served before it completes, so the head stays intact and is indexed then. */
+        int st = m0__http_head_parse(head, l->cur_len - c->req_off, cfg, has_body ? NULL : &l->req,
+                                     &hl);
+        if (st) {
+                c->err_status = st;
+                return -1;
+        }
+        c->indexed = !has_body;
+        c->head_len = (uint32_t)hl;
+        c->read_deadline = 0; /* the head is whole */
+        if ((p->flags & F_CONTENT_LENGTH) && p->content_length > cfg->max_body_bytes) {
+                c->err_status = 413;
+                return -1;
+        }
+        if (p->method == HTTP_CONNECT) {
+                c->err_status = 405;
+                return -1;
+        }
+        c->phase = PH_BODY;
+        if (has_body) {
+                m0__read_begin(c, M0_TIMER_BODY);
+                m0__wait_read(c);
+                /* Expect: 100-continue — ask for the body the client is holding back. */
+                if (p->http_minor >= 1) {
+                        const char *e = head;
+                        const char *hend = head + hl;
+                        static const char want[] = "\r\nexpect:";
+                        for (const char *x = e; x + sizeof(want) - 1 < hend; x++) {
+                                if (*x != '\r' || strncasecmp(x, want, sizeof(want) - 1) != 0)
+                                        continue;
+                                const char *v = x + sizeof(want) - 1;
+                                while (*v == ' ' || *v == '\t')
+                                        v++;
+                                if (strncasecmp(v, "100-continue", 12) == 0) {
+                                        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+                                        if (m0__buf_append(&l->wbuf, cont, sizeof(cont) - 1) < 0)
+                                                return -1;
+                                } else {
+                                        c->err_status = 417;
+                                        return -1;
+                                }
+                                break;
+                        }
+                }
+        }
+        return 0;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t len)
+{
+        struct m0_conn *c = p->data;
+        if (c->body.len + len > c->loop->host->cfg.max_body_bytes) {
+                c->err_status = 413;
+                return -1;
+        }
+        if (m0__buf_append(&c->body, at, len) < 0) {
+                c->err_status = 500;
+                return -1;
+        }
+        return 0;
+}
+
+static int on_message_complete(llhttp_t *p)
+{
+        struct m0_conn *c = p->data;
+        c->read_deadline = 0; /* the body is whole */
+        /* Stop here so the request is answered before the next pipelined one is parsed. */
+        return HPE_PAUSED;
+}
+
+static const llhttp_settings_t settings = {
+        .on_message_begin = on_message_begin,
+        .on_method = on_method,
+        .on_headers_complete = on_headers_complete,
+        .on_body = on_body,
+        .on_message_complete = on_message_complete,
+};
+
+void m0__parser_init(struct m0_conn *c)
+{
+        llhttp_init(&c->parser, HTTP_REQUEST, &settings);
+        c->parser.data = c;
+}
+
+/* The last four bytes llhttp consumed, most recent in the low byte. */
+#define TAIL_CRLFCRLF 0x0d0a0d0au
+
+static void tail_note(struct m0_conn *c, const char *p, size_t n)
+{
+        size_t i = n > 4 ? n - 4 : 0;
+        for (; i < n; i++)
+                c->tail = (c->tail << 8) | (uint8_t)p[i];
+}
+
+/* ---- a connection's slice of a turn (D41) ---- */
+
+void m0__slice_begin(struct m0_conn *c)
+{
+        struct m0_loop *l = c->loop;
+        l->slice_left = l->host->cfg.slice_requests;
+        l->turn_served = true;
+}
+
+/*
+ * Whether the connection being served may run one more request now: not past its slice, nor,
+ * once it ran one, past the turn's budget (which then ends the slice too). The first request of
+ * a slice always runs, so that a turn makes progress whatever its budget.
+ */
+static bool slice_goes_on(struct m0_loop *l)
+{
+        if (l->slice_left == 0)
+                return false;
+        if (l->slice_left < l->host->cfg.slice_requests && m0__turn_spent(l)) {
+                l->slice_left = 0;
+                return false;
+        }
+        return true;
+}
+
+size_t m0__conn_parse(struct m0_conn *c, char *base, size_t len, size_t pos)
+{
+        struct m0_loop *l = c->loop;
+        const struct m0_config *cfg = &l->host->cfg;
+        l->cur_base = base;
+        l->cur_len = len;
+        while (pos < len && !c->closing && !c->busy && !c->stream) {
+                if (l->wbuf.len >= cfg->max_output_bytes || !slice_goes_on(l))
+                        break;
+                size_t from = pos;
+                llhttp_errno_t e = llhttp_execute(&c->parser, base + pos, len - pos);
+                if (e == HPE_OK) {
+                        tail_note(c, base + from, len - from);
+                        pos = len;
+                        break;
+                }
+                if (e == HPE_PAUSED) {
+                        pos = (size_t)(llhttp_get_error_pos(&c->parser) - base);
+                        tail_note(c, base + from, pos - from);
+                        llhttp_resume(&c->parser);
+                        /* A chunked body ends with CRLF CRLF (after the last chunk, or its
+                         * trailers); llhttp 8.1 also takes a bare LF there (H3). */
+                        if ((c->parser.flags & F_CHUNKED) && c->tail != TAIL_CRLFCRLF) {
+                                m0__conn_refuse(c, 400);
+                                pos = len;
+                                break;
+                        }
+                        /* An Upgrade is not taken: the request is answered, then the
+                         * connection closes, since what follows is not HTTP/1.1. */
+                        if (c->parser.upgrade)
+                                c->closing = true;
+                        l->slice_left--;
+                        m0__conn_dispatch(c);
+                        c->phase = PH_IDLE;
+                        continue;
+                }
+                if (e == HPE_PAUSED_UPGRADE) {
+                        c->closing = true; /* answered already (above); read nothing more */
+                        pos = len;
+                        break;
+                }
+                m0__conn_refuse(c, c->err_status ? c->err_status : 400);
+                pos = len;
+        }
+        if (c->closing || c->busy || c->stream)
+                return c->busy ? pos : len;
+        /* Heads still arriving: 414 for a request line past the URI bound, 431 past the head bound. */
+        if (c->phase == PH_HEAD && c->req_started) {
+                size_t have = len - c->req_off;
+                const char *lf = memchr(base + c->req_off, '\n', have);
+                if (!lf && have > (size_t)cfg->max_uri_bytes + 32)
+                        m0__conn_refuse(c, 414);
+                else if (have > cfg->max_head_bytes)
+                        m0__conn_refuse(c, 431);
+        }
+        return pos;
+}

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/* response.h: response.c, the response builder apps fill and its serialization on the wire
+ * (H4, H5). */
+#ifndef M0_RESPONSE_H
+#define M0_RESPONSE_H
+
+#include <stdbool.h>
+
+#include "buf.h"
+#include "m0.h"
+
+struct m0_loop;
+
+struct m0_res {
+        bool stream;         /* m0_res_stream() was called on a loop */
+        bool stream_refused; /* ... or on a pool thread (P2: 409) */
+        bool on_pool;
+        int status;
+        struct m0_buf head; /* "name: value\r\n" lines the app added */
+        unsigned nheaders;
+        struct m0_buf body;
+};
+
+void m0__res_reset(struct m0_res *res);
+/* Serialize status line, host headers, app headers and (unless head_only) the body into out. */
+int m0__res_serialize(struct m0_loop *l, const struct m0_res *res, bool head_only, bool close,
+                      struct m0_buf *out);
+/* A host-made error answer (400, 408, 413, 414, 431, 500, 503) with Connection: close. */
+int m0__res_error(struct m0_loop *l, int status, struct m0_buf *out);
+const char *m0__status_reason(int status);
+
+#endif /* M0_RESPONSE_H */

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/* sse.h: sse.c, server-sent event streams on a loop: the head, replay after Last-Event-ID, live
+ * frames, heartbeats and the farewell (S1, B1-B3, H6, X1). */
+#ifndef M0_SSE_H
+#define M0_SSE_H
+
+#include <stdbool.h>
+
+#include "m0.h"
+
+struct m0_buf;
+struct m0_conn;
+struct m0_loop;
+
+/* A stream's head (status line, the host's and the app's headers, the blank line) into `w`;
+ * `close` adds Connection: close. Alone, it answers a HEAD on a stream route (H6). */
+int m0__sse_head(struct m0_loop *l, const m0_res *res, bool close, struct m0_buf *w);
+/* After the handler called m0_res_stream(): the stream's head, replay, and subscription. */
+void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res);
+/* A publish woke this loop: deliver the new frames to its streams. */
+void m0__sse_deliver(struct m0_loop *l);
+void m0__sse_heartbeat(struct m0_loop *l);
+/* The drain: ": bye" to every stream, then close. */
+void m0__sse_farewell(struct m0_loop *l);
+/* `c` stops being one of its loop's streams (it is closing). */
+void m0__sse_unlink(struct m0_conn *c);
+/* The bus's wake-up (any thread): flag each loop but `skip_loop` once, and poke its mailbox. */
+void m0__bus_wake_loops(void *ud, int skip_loop);
+
+#endif /* M0_SSE_H */

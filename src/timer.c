@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: MIT */
+/* timer.c: a connection's deadlines, each class a FIFO of the loop's kept in deadline order (D6,
+ * D53). */
+#include "conn.h"
+#include "host.h"
+
+static uint32_t class_ms(const struct m0_loop *l, enum m0_timer_class cls)
+{
+        const struct m0_config *cfg = &l->host->cfg;
+        switch (cls) {
+        case M0_TIMER_HEAD: return cfg->header_timeout_ms;
+        case M0_TIMER_BODY: return cfg->body_timeout_ms;
+        case M0_TIMER_LINGER: return cfg->linger_ms;
+        case M0_TIMER_DRAIN: return cfg->drain_idle_ms;
+        default: return cfg->idle_timeout_ms;
+        }
+}
+
+void m0__timer_unlink(struct m0_conn *c)
+{
+        if (c->tcls == M0_TIMER_NONE)
+                return;
+        m0__list_unlink(&c->loop->timers[c->tcls], &c->tlink);
+        c->tcls = M0_TIMER_NONE;
+}
+
+/*
+ * Put `c` in class `cls` at `deadline`, keeping the class in deadline order. A deadline counted
+ * from now goes at the tail at once; a head or body deadline restored after an answer went out
+ * (m0__wait_read) is older, and steps back past the few entries that are later.
+ */
+static void timer_set_at(struct m0_conn *c, enum m0_timer_class cls, uint64_t deadline)
+{
+        m0__timer_unlink(c);
+        struct m0_list *q = &c->loop->timers[cls];
+        struct m0_link *before = q->tail;
+        while (before && M0__CONTAINER_OF(before, struct m0_conn, tlink)->deadline > deadline)
+                before = before->prev;
+        c->tcls = cls;
+        c->deadline = deadline;
+        m0__list_insert_after(q, before, &c->tlink);
+}
+
+void m0__timer_set(struct m0_conn *c, enum m0_timer_class cls)
+{
+        if (cls == M0_TIMER_NONE)
+                m0__timer_unlink(c);
+        else
+                timer_set_at(c, cls, c->loop->now_ms + class_ms(c->loop, cls));
+}
+
+/*
+ * The message being read has a deadline of its own (H2): its head's from the head's first byte,
+ * its body's from the end of the head. It holds whatever else the connection waits for in the
+ * meantime, an answer the client is slow to take included, so it is kept apart from the timer.
+ */
+void m0__read_begin(struct m0_conn *c, enum m0_timer_class cls)
+{
+        c->read_cls = (uint8_t)cls;
+        c->read_deadline = c->loop->now_ms + class_ms(c->loop, cls);
+}
+
+void m0__wait_read(struct m0_conn *c)
+{
+        if (c->tcls != c->read_cls || c->deadline != c->read_deadline)
+                timer_set_at(c, c->read_cls, c->read_deadline);
+}
+
+void m0__wait_write(struct m0_conn *c)
+{
+        uint64_t stall = c->loop->now_ms + class_ms(c->loop, M0_TIMER_WRITE);
+        if (c->read_deadline && !c->closing && c->read_deadline < stall)
+                m0__wait_read(c);
+        else
+                timer_set_at(c, M0_TIMER_WRITE, stall);
+}
+
+uint64_t m0__conn_deadline(const struct m0_conn *c)
+{
+        return c->deadline;
+}
+
+struct m0_conn *m0__conn_timer_next(const struct m0_conn *c)
+{
+        return M0__LIST_NEXT(c, struct m0_conn, tlink);
+}
