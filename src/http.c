@@ -173,6 +173,7 @@ static int header_fields(struct head_walk *w, char *head, const struct m0_config
                          struct m0_req *req, const unsigned char **sp)
 {
         const unsigned char *p = w->p, *end = w->end, *s = *sp;
+        size_t nfields = 0; /* in a register through the loop; the walk learns it at the end */
         for (;;) {
                 if (s >= end)
                         return 400; /* llhttp said complete; a head we cannot walk is malformed */
@@ -180,6 +181,7 @@ static int header_fields(struct head_walk *w, char *head, const struct m0_config
                         if (s + 1 >= end || s[1] != '\n')
                                 return 400;
                         *sp = s + 2;
+                        w->nfields = nfields;
                         return 0;
                 }
                 if (*s == '\n')
@@ -199,7 +201,7 @@ static int header_fields(struct head_walk *w, char *head, const struct m0_config
                         return 400; /* a CTL or DEL, a bare LF, or a CR not followed by LF */
                 const unsigned char *val_end = s;
                 s += 2;
-                if ((size_t)(s - p) > cfg->max_head_bytes || ++w->nfields > cfg->max_header_fields)
+                if ((size_t)(s - p) > cfg->max_head_bytes || ++nfields > cfg->max_header_fields)
                         return 431;
                 const char *v = (const char *)val;
                 size_t vn = (size_t)(val_end - val);
@@ -208,7 +210,7 @@ static int header_fields(struct head_walk *w, char *head, const struct m0_config
                 if (st)
                         return st;
                 if (req) {
-                        struct m0_header *hd = &req->headers[w->nfields - 1];
+                        struct m0_header *hd = &req->headers[nfields - 1];
                         head[name_end - p] = '\0';
                         hd->name = (const char *)name;
                         ((char *)v)[vn] = '\0';
