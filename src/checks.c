@@ -8,6 +8,7 @@
 #include "activation.h"
 #include "checks.h"
 #include "host.h"
+#include "pgbus.h"
 #include "util.h"
 
 /* File descriptors the host needs beside its connections: listeners, epoll, mailboxes, logs. */
@@ -150,6 +151,33 @@ int m0__limits_raise(struct m0_host *h)
         return setrlimit(RLIMIT_NOFILE, &rl) < 0 ? -1 : 0;
 }
 
+/* G1, G6: M0_BUS's syntax is refused when wrong; whether the database answers is the doctor's
+ * to report (a host may start before its database), never a refusal. */
+static void check_bus(struct m0_host *h, struct m0_check *c)
+{
+        const char *uri = h->cfg.bus;
+        char err[256], shown[1100];
+        if (!strcmp(uri, "local")) {
+                pass(c, "local: the in-process bus");
+                return;
+        }
+        m0__pgbus_redact(uri, shown, sizeof(shown));
+        if (m0__pgbus_uri_check(uri, err, sizeof(err)) < 0) {
+                fail(c,
+                     "set M0_BUS to local or a URI such as postgresql:///m0?host=/run/postgresql",
+                     "%s='%.120s' is not a PostgreSQL connection URI: %.100s",
+                     knob_named(h, "bus", "M0_BUS"), shown, err);
+                return;
+        }
+        if (!h->cfg.doctor) {
+                pass(c, "PostgreSQL: %.200s", shown);
+                return;
+        }
+        char detail[600];
+        m0__pgbus_probe(uri, 3, detail, sizeof(detail));
+        pass(c, "%.250s", detail);
+}
+
 static const struct {
         const char *name;
         void (*run)(struct m0_host *h, struct m0_check *c);
@@ -160,6 +188,7 @@ static const struct {
         {"blocking-vs-application", check_blocking_vs_app},
         {"listen-sockets", check_listen_sockets},
         {"limits", check_limits},
+        {"bus", check_bus},
 };
 
 int m0__checks_run(struct m0_host *h, struct m0_check *out, size_t n_out, size_t *ret_n)

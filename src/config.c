@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "pgbus.h"
 #include "util.h"
 
 enum knob_type {
@@ -17,6 +18,7 @@ enum knob_type {
         K_U64,
         K_BOOL,    /* 1/0, on/off, yes/no, true/false */
         K_STR,     /* a host name or address */
+        K_URI,     /* "local" or a connection URI, up to `max` bytes; shown without a password */
         K_THREADS, /* a count or "auto" */
 };
 
@@ -88,6 +90,16 @@ static const struct m0_knob knobs[] = {
          "a loop's turn serves connections this long; the rest waits for the next, served first"},
         {"linger-ms", "M0_LINGER_MS", "2000", K_U32, OFF(linger_ms), 0, 60000,
          "after a last response, read and drop the client's bytes this long before closing"},
+        {"bus", "M0_BUS", "local", K_URI, OFF(bus), 0, sizeof(((struct m0_config *)0)->bus),
+         "local, or a postgresql:// URI: every host naming that database shares one bus"},
+        {"bus-queue", "M0_BUS_QUEUE", "10000", K_U32, OFF(bus_queue), 1, 10000000,
+         "events waiting for the database; past it a publish fails with -EAGAIN"},
+        {"bus-replay-max", "M0_BUS_REPLAY_MAX", "10000", K_U32, OFF(bus_replay_max), 1, 1000000,
+         "events one replay from the database returns at most"},
+        {"bus-retain-s", "M0_BUS_RETAIN_S", "86400", K_U32, OFF(bus_retain_s), 0, 315360000,
+         "the database keeps events this long; 0 = no age bound"},
+        {"bus-retain-rows", "M0_BUS_RETAIN_ROWS", "1000000", K_U64, OFF(bus_retain_rows), 0,
+         UINT64_C(1) << 40, "the database keeps the newest this many events; 0 = no bound"},
 };
 
 _Static_assert(M0__ARRAY_SIZE(knobs) <= M0__KNOBS_MAX, "raise M0__KNOBS_MAX");
@@ -130,6 +142,13 @@ static int knob_set(struct m0_config *cfg, const struct m0_knob *k, const char *
         case K_STR: {
                 size_t n = strlen(v);
                 if (n == 0 || n >= sizeof(cfg->host))
+                        return -EINVAL;
+                memcpy(p, v, n + 1);
+                return 0;
+        }
+        case K_URI: {
+                size_t n = strlen(v);
+                if (n == 0 || n >= k->max)
                         return -EINVAL;
                 memcpy(p, v, n + 1);
                 return 0;
@@ -179,6 +198,9 @@ static const char *knob_expect(const struct m0_knob *k, char *buf, size_t len)
 {
         switch (k->type) {
         case K_STR: return "a host name or address";
+        case K_URI:
+                snprintf(buf, len, "local or a URI shorter than %" PRIu64 " bytes", k->max);
+                return buf;
         case K_BOOL: return "on or off";
         case K_THREADS:
                 snprintf(buf, len, "a whole number from %" PRIu64 " to %" PRIu64 ", or auto",
@@ -341,12 +363,13 @@ void m0__config_each(const struct m0_config *cfg,
                                 enum m0_source src),
                      void *ud)
 {
-        char v[300];
+        char v[1100];
         for (size_t i = 0; i < M0__ARRAY_SIZE(knobs); i++) {
                 const struct m0_knob *k = &knobs[i];
                 const char *p = (const char *)cfg + k->off;
                 switch (k->type) {
                 case K_STR: snprintf(v, sizeof(v), "%s", p); break;
+                case K_URI: m0__pgbus_redact(p, v, sizeof(v)); break;
                 case K_BOOL: snprintf(v, sizeof(v), "%s", *(const bool *)p ? "on" : "off"); break;
                 case K_U64: snprintf(v, sizeof(v), "%" PRIu64, *(const uint64_t *)p); break;
                 default: snprintf(v, sizeof(v), "%" PRIu32, *(const uint32_t *)p); break;

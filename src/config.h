@@ -47,6 +47,11 @@ struct m0_config {
         uint32_t channel_frames;
         uint32_t slice_requests;
         uint32_t turn_budget_ms;
+        char bus[1024]; /* "local", or a PostgreSQL URI (G1; src/pgbus.h) */
+        uint32_t bus_queue;
+        uint32_t bus_replay_max;
+        uint32_t bus_retain_s;
+        uint64_t bus_retain_rows;
         bool doctor;
         unsigned char sources[M0__KNOBS_MAX]; /* enum m0_source per knob, in table order */
 };

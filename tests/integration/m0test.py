@@ -815,6 +815,11 @@ KNOBS = [
     ("slice-requests", "M0_SLICE_REQUESTS", "256"),
     ("turn-budget-ms", "M0_TURN_BUDGET_MS", "10"),
     ("linger-ms", "M0_LINGER_MS", "2000"),
+    ("bus", "M0_BUS", "local"),
+    ("bus-queue", "M0_BUS_QUEUE", "10000"),
+    ("bus-replay-max", "M0_BUS_REPLAY_MAX", "10000"),
+    ("bus-retain-s", "M0_BUS_RETAIN_S", "86400"),
+    ("bus-retain-rows", "M0_BUS_RETAIN_ROWS", "1000000"),
 ]
 
 

@@ -22,6 +22,7 @@ HOST_CHECKS = [
     "blocking-vs-application",
     "listen-sockets",
     "limits",
+    "bus",
 ]
 
 

@@ -9,9 +9,13 @@
 #include "host.h"
 #include "unit.h"
 
-static const char *const names[] = {"threads-count",          "workers",
-                                    "threads-vs-application", "blocking-vs-application",
-                                    "listen-sockets",         "limits"};
+static const char *const names[] = {"threads-count",
+                                    "workers",
+                                    "threads-vs-application",
+                                    "blocking-vs-application",
+                                    "listen-sockets",
+                                    "limits",
+                                    "bus"};
 #define NCHECKS (sizeof(names) / sizeof(names[0]))
 
 static struct m0_host host;
