@@ -175,7 +175,7 @@ static void check_bus(struct m0_host *h, struct m0_check *c)
         }
         char detail[600];
         m0__pgbus_probe(uri, 3, detail, sizeof(detail));
-        pass(c, "%.250s", detail);
+        pass(c, "%.500s", detail);
 }
 
 static const struct {

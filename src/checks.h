@@ -11,7 +11,7 @@ struct m0_host;
 struct m0_check {
         const char *name;
         bool ok;
-        char detail[256];
+        char detail[512]; /* room for libpq's reason and the cause named after it (bus) */
         char fix[256];
 };
 

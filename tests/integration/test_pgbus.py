@@ -650,3 +650,58 @@ def test_G3_a_commit_whose_reply_was_lost_is_not_published_twice():
             eq(d.quit(), 0, "exit")
         finally:
             proxy.close()
+
+
+# connect() answering EPERM for TCP, as the kernel does under IPAddressDeny=any (DECISIONS D28):
+# this machine has no systemd to run the unit under, so the kernel's answer is stood in for.
+EPERM_SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <sys/socket.h>
+int connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+        static int (*real)(int, const struct sockaddr *, socklen_t);
+        if (sa->sa_family == AF_INET || sa->sa_family == AF_INET6) {
+                errno = EPERM;
+                return -1;
+        }
+        if (!real)
+                real = (int (*)(int, const struct sockaddr *, socklen_t))dlsym(RTLD_NEXT, "connect");
+        return real(fd, sa, len);
+}
+"""
+
+
+def test_G3_eperm_names_ipaddressdeny():
+    """A TCP connect the kernel refuses with EPERM (IPAddressDeny=any under m0@.service) is named
+    as that, with the fix, in the state, the log line and the doctor."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src, so = os.path.join(tmp, "eperm.c"), os.path.join(tmp, "eperm.so")
+        with open(src, "w") as f:
+            f.write(EPERM_SHIM)
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", so, src, "-ldl"], check=True)
+        asan = os.environ.get("ASAN_OPTIONS", "")
+        env = {"LD_PRELOAD": so,
+               "ASAN_OPTIONS": (asan + ":" if asan else "") + "verify_asan_link_order=0"}
+        uri = "postgresql://m0@127.0.0.1:5432/m0"
+        why = ('connection to server at "127.0.0.1", port 5432 failed: Operation not permitted: '
+               "the kernel refused the connection (EPERM); under m0@.service IPAddressDeny=any "
+               "refuses it until a drop-in allows the database's address (IPAddressAllow=, "
+               "doc/systemd.md)")
+        d = Driver(uri, name="deny", env=env)
+        d.wait(re.escape(f"S bus: reconnecting ({why})"), 20)
+        eq(d.wait("cannot reach the database", stream="err"),
+           f"m0[pgbus-drive]: bus: cannot reach the database (publishing connection: {why}); "
+           "retrying, publishes queue up to 10000", "the log line")
+        eq(d.ask("pub a ev queued", r"^P "), "P 0", "publishing goes on into the queue")
+        eq(d.stats()["queued"], 1, "queued")
+        eq(d.quit(), 0, "exit")
+        rc, out, _ = run_app("host_check", ["--doctor"], env={"M0_BUS": uri, **env})
+        eq(rc, 0, "reported, not refused")
+        line = [x for x in out.splitlines() if x.startswith("check bus")][0]
+        eq(line, f"check bus                      ok    cannot reach the database ({why}); serving "
+           "would start and keep reconnecting", "the doctor names the cause")
