@@ -25,12 +25,14 @@
  *   pub CH EV DATA…                 -> "P 0" or "P -errno"      (EV "-": no event name)
  *   pubn N CH[,CH…] EV PREFIX [RATE] -> "PN accepted=A refused=R"; data PREFIX-1…PREFIX-N, RATE
  *                                     events/s (0: at once), a refused publish is not retried
- *   flood N CH EV                   -> "PN accepted=N refused=R": data "t=<µs>", retried on -EAGAIN
+ *   flood N CH EV [RATE]            -> "PN accepted=N refused=R": data "t=<µs>", retried on
+ *                                     -EAGAIN (R counts the retries), RATE as for pubn
  *   replay AFTER MAX [PATTERN…]     -> "R id ch ev data" per row, then "RD err=E n=N truncated=T
  *                                     upto=U"
  *   state                           -> "S <state>"        (also printed whenever it changes)
  *   stats                           -> "T name=value…"
  *   lat                             -> "L n=N p50_us=… p99_us=… cpu_us=…" over "t=" events
+ *   latreset                        -> "LR": forget the latencies measured so far
  *   quit [FLUSH_MS]                 -> "Q left=N", and the exit
  * Each delivered event: "E id channel event data" (event "-" when none; data's newlines as \n),
  * unless --quiet. A refused schema at --wait-ready exits 78 with "refused: …" on stderr.
@@ -141,7 +143,7 @@ static void cmd_pubn(struct m0_pgbus *b, char *args, bool flood)
         char *save = NULL;
         char *ns = strtok_r(args, " ", &save), *chs = strtok_r(NULL, " ", &save);
         char *ev = strtok_r(NULL, " ", &save), *prefix = flood ? NULL : strtok_r(NULL, " ", &save);
-        char *rates = flood ? NULL : strtok_r(NULL, " ", &save);
+        char *rates = strtok_r(NULL, " ", &save);
         if (!ns || !chs || !ev || (!flood && !prefix)) {
                 out("PN usage");
                 return;
@@ -336,6 +338,11 @@ int main(int argc, char **argv)
                         cmd_stats(b);
                 } else if (!strcmp(line, "lat")) {
                         cmd_lat();
+                } else if (!strcmp(line, "latreset")) {
+                        pthread_mutex_lock(&lat_lock);
+                        nlat = 0;
+                        pthread_mutex_unlock(&lat_lock);
+                        out("LR");
                 } else if (!strcmp(line, "quit")) {
                         flush = atoi(args);
                         break;
