@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: MIT */
+/* pgbus-text.c: the shared bus's text: what may be published, libpq's messages as reasons, the URI (its syntax, its password hidden), the doctor's probe (G1, G3, G6). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+#include "pgbus-private.h"
+
+/* ---- text ---- */
+
+/* Visible ASCII, 1–200 bytes (N1). */
+bool m0__pgbus_channel_ok(const char *s, size_t len)
+{
+        if (len < 1 || len > M0__PGBUS_CHANNEL_MAX)
+                return false;
+        for (size_t i = 0; i < len; i++)
+                if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e)
+                        return false;
+        return true;
+}
+
+/* Well-formed UTF-8 (RFC 3629: no overlongs, no surrogates, nothing past U+10FFFF): the
+ * database's text must be, or the whole batch would fail. */
+bool m0__pgbus_utf8_ok(const char *s)
+{
+        const unsigned char *p = (const unsigned char *)s;
+        while (*p) {
+                unsigned char c = *p;
+                int n;
+                uint32_t cp, min;
+                if (c < 0x80) {
+                        p++;
+                        continue;
+                } else if ((c & 0xe0) == 0xc0) {
+                        n = 1, cp = c & 0x1f, min = 0x80;
+                } else if ((c & 0xf0) == 0xe0) {
+                        n = 2, cp = c & 0x0f, min = 0x800;
+                } else if ((c & 0xf8) == 0xf0) {
+                        n = 3, cp = c & 0x07, min = 0x10000;
+                } else {
+                        return false;
+                }
+                for (int i = 1; i <= n; i++) {
+                        if ((p[i] & 0xc0) != 0x80)
+                                return false;
+                        cp = (cp << 6) | (p[i] & 0x3f);
+                }
+                if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+                        return false;
+                p += n + 1;
+        }
+        return true;
+}
+
+/* libpq's message as one line: its first line, runs of blanks made one space. */
+void m0__pgbus_one_line(char *out, size_t len, const char *msg)
+{
+        size_t o = 0;
+        bool space = false;
+        if (!msg)
+                msg = "";
+        while (*msg == ' ' || *msg == '\t')
+                msg++;
+        for (; *msg && *msg != '\n' && o + 1 < len; msg++) {
+                if (*msg == ' ' || *msg == '\t' || *msg == '\r') {
+                        space = true;
+                        continue;
+                }
+                if (space && o + 2 < len)
+                        out[o++] = ' ';
+                space = false;
+                out[o++] = *msg;
+        }
+        out[o] = '\0';
+        if (!o)
+                snprintf(out, len, "no reason given");
+}
+
+/* The reason for the state and the log: libpq's words, and the cause when the kernel refused a
+ * connection with EPERM — under m0@.service that is IPAddressDeny=any (D28). */
+void m0__pgbus_reason_of(char *out, size_t len, const char *msg)
+{
+        char line[300];
+        m0__pgbus_one_line(line, sizeof(line), msg);
+        if (strstr(line, strerror(EPERM)))
+                snprintf(out, len,
+                         "%s: the kernel refused the connection (EPERM); under m0@.service "
+                         "IPAddressDeny=any refuses it until a drop-in allows the database's "
+                         "address (IPAddressAllow=, doc/systemd.md)",
+                         line);
+        else
+                snprintf(out, len, "%s", line);
+}
+
+/* Append `s` as a quoted SQL literal escaped for `pg`'s settings. 0 or -ENOMEM/-EINVAL. */
+int m0__pgbus_sql_literal(struct m0_buf *b, PGconn *pg, const char *s)
+{
+        size_t n = strlen(s);
+        if (m0__buf_reserve(b, 2 * n + 3) < 0)
+                return -ENOMEM;
+        int err = 0;
+        b->data[b->len++] = '\'';
+        b->len += PQescapeStringConn(pg, b->data + b->len, s, n, &err);
+        b->data[b->len++] = '\'';
+        b->data[b->len] = '\0';
+        return err ? -EINVAL : 0;
+}
+
+/* ---- the URI ---- */
+
+int m0__pgbus_uri_check(const char *uri, char *err, size_t err_len)
+{
+        if (strncmp(uri, "postgresql://", 13) != 0 && strncmp(uri, "postgres://", 11) != 0) {
+                snprintf(err, err_len, "not local and not a postgresql:// URI");
+                return -EINVAL;
+        }
+        char *msg = NULL;
+        PQconninfoOption *o = PQconninfoParse(uri, &msg);
+        if (!o) {
+                char line[256];
+                m0__pgbus_one_line(line, sizeof(line), msg ? msg : "out of memory");
+                /* libpq quotes the URI after this, password and all: the log must not */
+                char *quoted = strstr(line, " in URI: ");
+                if (quoted)
+                        *quoted = '\0';
+                snprintf(err, err_len, "%s", line);
+                PQfreemem(msg);
+                return -EINVAL;
+        }
+        PQconninfoFree(o);
+        return 0;
+}
+
+/* Append bytes to out[*o], keeping a NUL within `len`. */
+static void put(char *out, size_t len, size_t *o, const char *s, size_t n)
+{
+        for (size_t i = 0; i < n && *o + 1 < len; i++)
+                out[(*o)++] = s[i];
+        out[*o] = '\0';
+}
+
+void m0__pgbus_redact(const char *uri, char *out, size_t len)
+{
+        size_t o = 0;
+        if (!len)
+                return;
+        out[0] = '\0';
+        const char *sep = strstr(uri, "://");
+        if (!sep) {
+                put(out, len, &o, uri, strlen(uri));
+                return;
+        }
+        const char *auth = sep + 3, *auth_end = auth + strcspn(auth, "/?");
+        put(out, len, &o, uri, (size_t)(auth - uri));
+        const char *at = NULL;
+        for (const char *p = auth; p < auth_end; p++)
+                if (*p == '@')
+                        at = p;
+        const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+        if (colon) {
+                put(out, len, &o, auth, (size_t)(colon - auth) + 1);
+                put(out, len, &o, "***", 3);
+                auth = at;
+        }
+        const char *q = strchr(auth_end, '?');
+        put(out, len, &o, auth, (size_t)((q ? q : auth_end + strlen(auth_end)) - auth));
+        if (!q)
+                return;
+        for (const char *p = q; *p;) {
+                size_t n = 1 + strcspn(p + 1, "&");
+                if (!strncmp(p + 1, "password=", 9)) {
+                        put(out, len, &o, p, 10);
+                        put(out, len, &o, "***", 3);
+                } else {
+                        put(out, len, &o, p, n);
+                }
+                p += n;
+        }
+}
+
+int m0__pgbus_probe(const char *uri, int timeout_s, char *detail, size_t detail_len)
+{
+        char t[16];
+        snprintf(t, sizeof(t), "%d", timeout_s > 0 ? timeout_s : 1);
+        const char *keys[] = {"dbname", "connect_timeout", "application_name", NULL};
+        const char *vals[] = {uri, t, "m0/doctor", NULL};
+        PGconn *pg = PQconnectdbParams(keys, vals, 1);
+        char why[600];
+        int r = 0;
+        if (!pg) {
+                snprintf(detail, detail_len, "cannot reach the database: out of memory");
+                return -ENOMEM;
+        }
+        if (PQstatus(pg) != CONNECTION_OK) {
+                m0__pgbus_reason_of(why, sizeof(why), PQerrorMessage(pg));
+                snprintf(detail, detail_len,
+                         "cannot reach the database (%s); serving would start and keep "
+                         "reconnecting",
+                         why);
+                r = -ECONNREFUSED;
+                goto finish;
+        }
+        PGresult *res = PQexec(pg, "SELECT current_setting('server_version'), "
+                                   "to_regclass('" T_EVENTS "') IS NOT NULL");
+        if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+                m0__pgbus_one_line(why, sizeof(why), PQresultErrorMessage(res));
+                snprintf(detail, detail_len, "reached the database, which answered: %s", why);
+                r = -EIO;
+        } else {
+                bool have = PQgetvalue(res, 0, 1)[0] == 't';
+                snprintf(detail, detail_len, "reached database %s as %s (PostgreSQL %s); %s",
+                         PQdb(pg), PQuser(pg), PQgetvalue(res, 0, 0),
+                         have ? "m0's tables are there"
+                              : "m0's tables are not there yet: the first host creates them");
+        }
+        PQclear(res);
+finish:
+        PQfinish(pg);
+        return r;
+}
