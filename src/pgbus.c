@@ -508,6 +508,20 @@ static void *bus_main(void *arg)
                         if (pfd[i].revents && who[i]->pg && PQsocket(who[i]->pg) == pfd[i].fd)
                                 conn_io(b, who[i], pfd[i].revents);
         }
+        /* A batch still out at the flush's end would go on in its backend (waiting on the
+         * counter, say) and might commit after the stop counted it as not published: cancel it
+         * first. PQcancel() blocks, on this thread alone and at the stop only. */
+        struct conn *p = &b->c[PUB];
+        if (p->pg && p->step == ST_BATCH) {
+                PGcancel *k = PQgetCancel(p->pg);
+                char why[256];
+                if (k && !PQcancel(k, why, sizeof(why)))
+                        m0__log(M0_LOG_WARNING, -1, NULL,
+                                "bus: could not cancel the batch in flight at the stop (%s); it "
+                                "may still commit",
+                                why);
+                PQfreeCancel(k);
+        }
         m0__pgbus_conn_close(&b->c[PUB]);
         m0__pgbus_conn_close(&b->c[LSN]);
 

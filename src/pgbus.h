@@ -158,8 +158,10 @@ void m0__pgbus_stats(struct m0_pgbus *b, struct m0_pgbus_stats *ret);
 
 /*
  * Stop the thread: publish what is queued while the database answers, for at most `flush_ms`,
- * then close the connections. Replays still waiting complete with -ECANCELED. Returns how many
- * accepted events were not committed. The coordinator; once.
+ * then cancel a batch still in flight and close the connections. Replays still waiting complete
+ * with -ECANCELED. Returns how many accepted events were not committed (a batch whose commit
+ * was already under way when the cancel came may still be in the table: the server decides).
+ * The coordinator; once.
  */
 uint64_t m0__pgbus_stop(struct m0_pgbus *b, int flush_ms);
 /* Stop (without flushing) when not stopped, and free. Accepts NULL. */

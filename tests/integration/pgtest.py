@@ -65,7 +65,9 @@ class Postgres:
     def __init__(self, dbname="m0test", settings=None, start=True):
         self.bindir = pg_bindir()
         self.dbname = dbname
-        self.dir = tempfile.mkdtemp(prefix="m0pg-")
+        # Under /tmp when root: the `postgres` user must reach it, whatever $TMPDIR says, and a
+        # Unix socket's path must stay short (108 bytes).
+        self.dir = tempfile.mkdtemp(prefix="m0pg-", dir="/tmp" if os.geteuid() == 0 else None)
         self.data = os.path.join(self.dir, "data")
         self.logfile = os.path.join(self.dir, "server.log")
         self.running = False
@@ -373,8 +375,7 @@ class Driver:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             raise HarnessError(f"{self.name} still running after {timeout}s")
-        for t in self._readers:
-            t.join(5)
+        self.cleanup()
         return self.proc.returncode
 
     def cleanup(self):

@@ -315,6 +315,56 @@ def test_G3_outage():
 test_G3_outage.timeout = 150
 
 
+def big_data(i, size):
+    head = f"{i}:"
+    return head + "".join(chr(ord("a") + (i + j) % 26) for j in range(len(head), size))
+
+
+def test_G1_large_events_cross_partial_writes():
+    """Events of 300 KB, batched up to 1 MiB a transaction: the queries go out in partial
+    writes (libpq's non-blocking flush) and every byte comes back, quotes and backslashes
+    included."""
+    with Postgres() as pg:
+        d = start(pg, "big")
+        eq(d.ask("pubbig 12 big 300000", r"^PN ", 120), "PN accepted=12 refused=0", "queued")
+        eq(d.ask("pub q - it's \\ a \"quote\" ''", r"^P "), "P 0", "quotes")
+        ev = d.wait_events(13, 120)
+        expect_gap_free(ev, 1, 13, "big")
+        for i in range(1, 13):
+            eq(len(ev[i - 1][3]), 300000, f"event {i}'s length")
+            check(ev[i - 1][3] == big_data(i, 300000), f"event {i}'s bytes")
+        eq(ev[12], (13, "q", None, "it's \\ a \"quote\" ''"), "quotes and backslashes")
+        st = d.stats()
+        check(st["batches"] >= 4, f"at most 1 MiB a transaction: {st['batches']} batches")
+        eq(pg.value("SELECT sum(length(data)) FROM m0_bus_events WHERE channel = 'big'"),
+           "3600000", "the table holds every byte")
+        eq(d.quit(), 0, "exit")
+
+
+def test_G2_stop_is_bounded_while_the_database_holds_a_batch():
+    """A batch waits on the counter's lock; `quit 300` stops within its flush bound anyway, says
+    how many accepted events were not committed, and cancels the batch so that it cannot commit
+    once the lock is released."""
+    with Postgres() as pg:
+        d = start(pg, "stop")
+        with pg.session() as s:
+            s.run("BEGIN;")
+            s.run("LOCK TABLE m0_bus_counter IN EXCLUSIVE MODE;")
+            eq(d.ask("pubn 5 a ev x", r"^PN "), "PN accepted=5 refused=0", "queued")
+            t0 = time.monotonic()
+            d.send("quit 300")
+            eq(d.wait(r"^Q "), "Q left=5", "five not committed")
+            eq(d.wait_exit(10), 0, "exit 0")
+            took = time.monotonic() - t0
+            check(took < 3, f"stopped in {took:.2f}s")
+            deadline = time.monotonic() + 20
+            while pg.backends("m0/stop/") and time.monotonic() < deadline:
+                time.sleep(0.05)
+            eq(pg.backends("m0/stop/"), [], "the canceled batch's backend is gone")
+            s.run("COMMIT;")
+        eq(pg.value("SELECT count(*) FROM m0_bus_events"), "0", "the batch was rolled back")
+
+
 def test_G2_queue_bound_counts_refusals():
     """--queue 100 while the counter is locked: 100 publishes are accepted, 50 fail with
     -EAGAIN and are counted; released, the 100 arrive in order."""

@@ -27,6 +27,7 @@
  *                                     events/s (0: at once), a refused publish is not retried
  *   flood N CH EV [RATE]            -> "PN accepted=N refused=R": data "t=<µs>", retried on
  *                                     -EAGAIN (R counts the retries), RATE as for pubn
+ *   pubbig N CH SIZE                -> "PN accepted=A refused=R": N events of SIZE bytes
  *   replay AFTER MAX [PATTERN…]     -> "R id ch ev data" per row, then "RD err=E n=N truncated=T
  *                                     upto=U"
  *   state                           -> "S <state>"        (also printed whenever it changes)
@@ -184,6 +185,32 @@ static void cmd_pubn(struct m0_pgbus *b, char *args, bool flood)
         out("PN accepted=%" PRIu64 " refused=%" PRIu64, accepted, refused);
 }
 
+/* N events of SIZE bytes each on CH: event i's data is "i:" then letters from 'a' + i % 26. */
+static void cmd_pubbig(struct m0_pgbus *b, char *args)
+{
+        char *save = NULL;
+        char *ns = strtok_r(args, " ", &save), *ch = strtok_r(NULL, " ", &save);
+        char *sizes = strtok_r(NULL, " ", &save);
+        if (!ns || !ch || !sizes) {
+                out("PN usage");
+                return;
+        }
+        unsigned long n = strtoul(ns, NULL, 10), size = strtoul(sizes, NULL, 10);
+        char *data = malloc(size + 32);
+        uint64_t accepted = 0, refused = 0;
+        for (unsigned long i = 1; data && i <= n; i++) {
+                int k = snprintf(data, 32, "%lu:", i);
+                for (unsigned long j = (unsigned long)k; j < size; j++)
+                        data[j] = (char)('a' + (i + j) % 26);
+                data[size > (unsigned long)k ? size : (unsigned long)k] = '\0';
+                int r = m0__pgbus_publish(b, ch, "big", data);
+                accepted += r == 0;
+                refused += r == -EAGAIN;
+        }
+        free(data);
+        out("PN accepted=%" PRIu64 " refused=%" PRIu64, accepted, refused);
+}
+
 static void cmd_replay(struct m0_pgbus *b, char *args)
 {
         char *save = NULL;
@@ -328,6 +355,8 @@ int main(int argc, char **argv)
                         cmd_pubn(b, args, false);
                 } else if (!strcmp(line, "flood")) {
                         cmd_pubn(b, args, true);
+                } else if (!strcmp(line, "pubbig")) {
+                        cmd_pubbig(b, args);
                 } else if (!strcmp(line, "replay")) {
                         cmd_replay(b, args);
                 } else if (!strcmp(line, "state")) {
