@@ -136,6 +136,7 @@ struct m0_pgbus {
         bool delivering; /* `last` is known */
         uint64_t last;
         bool read_wanted;
+        bool last_was_read; /* replays and reads take turns on the listening connection */
         uint64_t poll_at;
         uint64_t retain_at;
         bool retain_active, last_was_retain;

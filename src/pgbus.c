@@ -396,10 +396,16 @@ static void work(struct m0_pgbus *b, uint64_t now)
                 }
                 if (now >= b->poll_at)
                         b->read_wanted = true;
-                if (b->read_wanted)
+                /* Under a steady stream of notifications a read is always wanted: a replay
+                 * waiting goes between two reads rather than after all of them. */
+                bool replay = replays && !stopping;
+                if (b->read_wanted && !(replay && b->last_was_read)) {
                         m0__pgbus_read_send(b, l);
-                else if (replays && !stopping)
+                        b->last_was_read = true;
+                } else if (replay) {
                         m0__pgbus_replay_send(b, l);
+                        b->last_was_read = false;
+                }
         }
 }
 

@@ -90,7 +90,7 @@ struct m0_pgbus_stats {
         uint64_t lost;        /* ids deleted by retention before this host read them */
         uint64_t last_id;     /* the last id delivered */
         uint64_t batches;     /* publishing transactions committed */
-        uint64_t reconnects;  /* connections made after a failure */
+        uint64_t reconnects;  /* connection attempts after a failure */
         uint64_t replays;     /* replay queries answered */
         uint64_t retain_runs; /* retention runs that held the lock */
         uint64_t retain_busy; /* retention runs that found the lock held by another host */
