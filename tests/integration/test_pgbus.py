@@ -434,8 +434,15 @@ def test_G4_replay_from_the_table():
         eq(d.ask("pub other ev v31", r"^P "), "P 0", "one more")
         eq(late.wait_events(1), [(31, "other", "ev", "v31")], "then live, from 31")
         eq(late.stats()["replays"], 1, "counted")
+        # A host that knows where it was (start_after: its ring's last id) catches up from the
+        # table at its start, then goes on live.
+        back = start(pg, "back", "--start-after", "27")
+        eq(ids(back.wait_events(4)), [28, 29, 30, 31], "caught up from 27")
+        eq(d.ask("pub other ev v32", r"^P "), "P 0", "")
+        eq(back.wait_events(5)[-1], (32, "other", "ev", "v32"), "then live")
         eq(d.quit(), 0, "exit")
         eq(late.quit(), 0, "exit")
+        eq(back.quit(), 0, "exit")
 
 
 def retention_lines(d):
