@@ -855,8 +855,14 @@ static int make(const m0_handler_info *info, void **ret_state, char *err, size_t
                 return -ENOMEM;
         char fix[256];
         int e = config_read(&st->cfg, err, err_len, fix, sizeof(fix));
-        if (e == 0)
+        if (e == 0) {
+                /* One open at a time: the first turns a new file into WAL mode and makes its
+                 * schema, and SQLite answers a second connection doing the same at that moment
+                 * with "database is locked" rather than waiting on its busy timeout. */
+                pthread_mutex_lock(&shared.lock);
                 e = notes_db_open(st->cfg.dir, st->cfg.busy_ms, &st->db, err, err_len);
+                pthread_mutex_unlock(&shared.lock);
+        }
         if (e == 0)
                 e = shared_init(st, err, err_len);
         if (e < 0) {
