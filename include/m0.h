@@ -195,7 +195,7 @@ M0_EXPORT int m0_res_stream(m0_res *res);
  * their clients reconnect with Last-Event-ID). Any thread, any time after READY; never blocks on
  * a subscriber.
  * Returns the event's id (ids are contiguous, from 1), or -errno (-EINVAL for CR in `event`,
- * -ENOMEM, -ENOTCONN when no host is running).
+ * -ENOMEM, -ENOTCONN when no host is running, -EOVERFLOW past the last id there is, 2^62).
  */
 M0_EXPORT int64_t m0_publish(const char *event, const char *data, int skip_loop);
 

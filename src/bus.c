@@ -130,6 +130,11 @@ int64_t m0__bus_publish(struct m0_bus *b, const char *event, const char *data, i
                 return -ENOMEM;
         f->skip = skip_loop;
         pthread_mutex_lock(&b->lock);
+        if (b->last_id >= M0__ID_MAX) {
+                pthread_mutex_unlock(&b->lock);
+                m0__frame_unref(f);
+                return -EOVERFLOW;
+        }
         uint64_t id = ++b->last_id;
         char idl[ID_ROOM];
         int n = snprintf(idl, sizeof(idl), "id: %llu\n", (unsigned long long)id);

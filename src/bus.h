@@ -10,6 +10,11 @@
 
 struct m0_store;
 
+/* The largest event id: 2^62. No process of ours reaches it (146 years at a billion events a
+ * second); a publish past it is refused (-EOVERFLOW), and a passed store holding a larger one is
+ * none of ours (D46), so every id a bus hands out is one its fd store takes back. */
+#define M0__ID_MAX (UINT64_C(1) << 62)
+
 /* One published event, formatted once: bytes[start, end) is "id: N\nevent: T\ndata: …\n\n".
  * Immutable once published; reference-counted by the ring, and by the channels and loops that
  * hold it. */

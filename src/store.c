@@ -56,10 +56,9 @@ struct m0_store {
         uint64_t data_size;
 };
 
-/* The largest last id or byte count a passed store may hold: 2^62, which no process of ours
- * reaches (146 years at a billion events a second), and half the range of the int64_t that
- * m0_publish() returns ids in, so ids counted on from it still fit there. */
-#define STORE_COUNT_MAX (UINT64_C(1) << 62)
+/* The largest last id or byte count a passed store may hold: the largest id a bus hands out
+ * (M0__ID_MAX, 2^62), so a store this host wrote is always taken back. */
+#define STORE_COUNT_MAX M0__ID_MAX
 
 static size_t data_size_for(size_t cap)
 {

@@ -170,7 +170,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int stored = start(cap, fd, msg, sizeof(msg));
         check_bus(&host.bus);
         uint64_t last = host.bus.last_id;
-        /* Publishing goes on from what was restored, into the store. */
+        /* Publishing goes on from what was restored, into the store; at the last id there is,
+         * it is refused, and the store keeps what it holds. */
+        if (last > M0__ID_MAX - 2) {
+                if (m0__bus_publish(&host.bus, "e", "x\ny", -1) !=
+                    (last < M0__ID_MAX ? (int64_t)(last + 1) : -EOVERFLOW))
+                        __builtin_trap();
+                m0__bus_destroy(&host.bus);
+                if (stored >= 0)
+                        close(stored);
+                return 0;
+        }
         for (uint64_t i = 1; i <= 2; i++)
                 if (m0__bus_publish(&host.bus, "e", "x\ny", -1) != (int64_t)(last + i))
                         __builtin_trap();
