@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <execinfo.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -282,8 +283,17 @@ static void report_to_stderr(const char *msg, const char *btxt)
         put(&l, "]: ");
         put(&l, msg);
         put(&l, "\nbacktrace:\n");
-        ssize_t w = write(STDERR_FILENO, lbuf, l.len);
-        w = write(STDERR_FILENO, btxt, strlen(btxt));
+        /* One write of at most PIPE_BUF bytes, so that the report reaches a pipe whole, with no
+         * other thread's line in the middle of it; a backtrace past that is cut. */
+        size_t bn = strlen(btxt);
+        if (l.len + bn > PIPE_BUF) {
+                bn = PIPE_BUF > l.len ? PIPE_BUF - l.len : 0;
+                while (bn && btxt[bn - 1] != '\n')
+                        bn--; /* whole lines only */
+        }
+        struct iovec iov[2] = {{.iov_base = lbuf, .iov_len = l.len},
+                               {.iov_base = (void *)btxt, .iov_len = bn}};
+        ssize_t w = writev(STDERR_FILENO, iov, 2);
         (void)w;
 }
 
