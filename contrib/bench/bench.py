@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""contrib/bench/bench.py: the measuring half of contrib/bench/run (SPEC M1, M2, M3, cold start,
-parallel compute).
+"""contrib/bench/bench.py: the measuring half of contrib/bench/run (SPEC M1, M2, M3, M7, cold
+start, parallel compute).
 
 contrib/bench/run installs the peers, builds m0 and the helpers, then runs this. It can be run
 alone on an existing build: bench.py --build BUILD_DIR --helpers DIR [options]. Standard library
@@ -9,6 +9,7 @@ only. Every server it starts is in a process group of its own and is stopped on 
 """
 import argparse
 import atexit
+import collections
 import datetime
 import json
 import os
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -73,6 +75,19 @@ def stop(p, timeout=10.0):
     except subprocess.TimeoutExpired:
         pass
     return p.returncode
+
+
+def app_binary(build, name):
+    """The app `name` of the build directory `build`: the program itself under apps/.libs, not
+    libtool's wrapper script, when there is one."""
+    real = os.path.join(build, "apps", ".libs", name)
+    return real if os.access(real, os.X_OK) else os.path.join(build, "apps", name)
+
+
+def build_env(build):
+    """LD_LIBRARY_PATH for the uninstalled libm0 of the build directory `build`."""
+    libs = os.path.join(build, ".libs")
+    return {"LD_LIBRARY_PATH": libs} if os.path.isdir(libs) else {}
 
 
 def stop_all():
@@ -359,8 +374,7 @@ class Bench:
     def binp(self, name):
         """The app itself, not libtool's wrapper script (which would add a shell to every
         start and a bash process to the tree); spawn() sets LD_LIBRARY_PATH for it."""
-        real = os.path.join(self.a.build, "apps", ".libs", name)
-        return real if os.access(real, os.X_OK) else os.path.join(self.a.build, "apps", name)
+        return app_binary(self.a.build, name)
 
     def helper(self, name):
         return os.path.join(self.a.helpers, name)
@@ -368,14 +382,16 @@ class Bench:
     def logpath(self, name):
         return os.path.join(self.tmp, name + ".log")
 
+    def pinned(self):
+        """The pinned layout: one loop on --server-cpu, wrk -t1 on --client-cpu."""
+        return dict(name="pinned", server_cpus=str(self.a.server_cpu),
+                    client_cpus=str(self.a.client_cpu), workers=1, wrk_threads=1)
+
     def layouts(self):
         out = []
         for name in self.a.layouts:
             if name == "pinned":
-                out.append(
-                    dict(name="pinned", server_cpus=str(self.a.server_cpu),
-                         client_cpus=str(self.a.client_cpu), workers=1, wrk_threads=1)
-                )
+                out.append(self.pinned())
             else:
                 out.append(dict(name="wide", server_cpus=None, client_cpus=None,
                                 workers=self.nproc, wrk_threads=self.a.wide_wrk_threads))
@@ -994,6 +1010,195 @@ class Bench:
         row.update(pairing(sc.stdout, owners, layout["workers"]))
         return row
 
+    # ------------------------------------------------------------ M7: what features cost
+
+    def m7_build(self, arm):
+        return self.a.build if arm.build == "head" else self.a.m7_base
+
+    def m7_argv(self, arm, port):
+        return [app_binary(self.m7_build(arm), arm.app), "--port", str(port)] + list(
+            M7_FLAGS) + ["--blocking-threads", str(self.a.blocking_threads)] + list(arm.flags)
+
+    def m7_env(self, arm, aux_port):
+        """The arm's environment: its build's libm0 (the base build's ramp must not load the
+        head's library) and its own variables, {aux_port} filled in."""
+        env = build_env(self.m7_build(arm))
+        env.update({k: v.replace("{aux_port}", str(aux_port)) for k, v in arm.env.items()})
+        return env
+
+    def m7_doctor(self, arm):
+        """(exit code, the doctor's closing JSON object or {}) for the arm's command line and
+        environment, with --doctor: what serving with them would do, binding nothing."""
+        argv = self.m7_argv(arm, 0) + ["--doctor"]
+        env = dict(os.environ, **self.m7_env(arm, 0))
+        env.pop("NOTIFY_SOCKET", None)
+        r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=30)
+        try:
+            doc = json.loads(r.stdout.strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            doc = {}
+        return r.returncode, doc
+
+    def m7_journald(self):
+        """Why no journald of the arm's own can be started here (a sentence), or None: one
+        trial of contrib/bench/journald-ns, the first time an arm needs it."""
+        if not hasattr(self, "m7_journald_why"):
+            why = None
+            if os.geteuid() != 0:
+                why = "it needs a journald of its own, which needs root"
+            elif not shutil.which("unshare") or not shutil.which("journalctl"):
+                why = "it needs unshare and journalctl (util-linux, systemd)"
+            else:
+                d = tempfile.mkdtemp(prefix="journal-trial-", dir=self.tmp)
+                r = subprocess.run(journald_argv(d) + ["true"], capture_output=True, text=True,
+                                   timeout=60)
+                if r.returncode:
+                    why = ("contrib/bench/journald-ns could not start a journald: "
+                           f"{(r.stderr.strip() or f'exit {r.returncode}')[-300:]}")
+                shutil.rmtree(d, ignore_errors=True)
+            self.m7_journald_why = why
+        return self.m7_journald_why
+
+    def m7_why_not(self, arm):
+        """Why `arm` cannot run with the builds at hand (a sentence, "pending: …" when the
+        feature it measures is missing), or None. The needs of M7Arm first, then the doctor on
+        the arm's flags and environment, then the journald."""
+        exe = app_binary(self.m7_build(arm), arm.app)
+        if not os.access(exe, os.X_OK):
+            return f"{exe} is missing"
+        for need in arm.needs:
+            kind, _, var = need.partition(":")
+            if kind == "reads":
+                with open(exe, "rb") as f:
+                    if var.encode() + b"\0" not in f.read():
+                        return f"pending: {arm.app} does not read {var}"
+            elif kind == "knob":
+                config = self.m7_doctor(arm)[1].get("config", {})
+                if not any(k.get("env") == var for k in config.values()):
+                    return f"pending: the host has no knob {var} (its doctor lists none)"
+            elif kind != "journald":
+                raise ValueError(f"M7 arm {arm.name}: unknown need {need!r}")
+        if arm.flags or arm.env:
+            rc, doc = self.m7_doctor(arm)
+            if rc != 0:
+                said = "; ".join(c["detail"] for c in doc.get("checks", []) if not c.get("ok"))
+                given = " ".join(list(arm.flags) + [f"{k}={v}" for k, v in arm.env.items()])
+                return f"pending: {arm.app}'s doctor refuses {given} (exit {rc}: {said})"
+        if "journald" in arm.needs:
+            return self.m7_journald()
+        return None
+
+    def m7_start(self, arm, layout, port):
+        """Start the arm fresh: (the Popen to stop, the server's pid, its journal directory or
+        None). Under journald-ns the Popen is the wrapper and the server its child."""
+        aux = self.next_port() if any("{aux_port}" in v for v in arm.env.values()) else None
+        argv, jdir = self.m7_argv(arm, port), None
+        if "journald" in arm.needs:
+            jdir = os.path.join(self.tmp, f"journal-{port}")
+            os.makedirs(jdir)
+            argv = journald_argv(jdir) + argv
+        p, _ = self.start(arm.name, layout, port, ready_path=arm.path, env=self.m7_env(arm, aux),
+                          argv=argv)
+        try:
+            pid = p.pid if jdir is None else read_pid(jdir, "command.pid")
+            if arm.probe:
+                wait_ready(p, aux, arm.probe)
+            libs = os.path.realpath(os.path.join(self.m7_build(arm), ".libs"))
+            lib = mapped_libm0(pid)
+            if lib and os.path.isdir(libs) and not os.path.realpath(lib).startswith(libs + "/"):
+                raise RuntimeError(f"M7 {arm.name}: the server mapped {lib}, not its build's "
+                                   f"library in {libs}")
+        except BaseException:
+            stop(p)
+            raise
+        return p, pid, jdir
+
+    def m7(self):
+        """SPEC M7: the arms of M7_ARMS that can run, in the same interleaved rounds, the arm
+        order rotating by one each round, each started fresh, warmed up and measured pinned
+        (one loop on --server-cpu, wrk -t1 on --client-cpu) on its path at --m7-conns."""
+        a = self.a
+        layout = self.pinned()
+        run, skipped = m7_plan(M7_ARMS, a.m7_arms, bool(a.m7_base), self.m7_why_not)
+        for arm, why in skipped:
+            log(f"M7 {arm.name}: not run: {why}")
+        rows = []
+        for rnd in range(a.rounds):
+            k = rnd % len(run) if run else 0
+            for pos, arm in enumerate(run[k:] + run[:k]):
+                rows.append(self.m7_run(arm, layout, rnd, pos))
+        arms = [dict(arm._asdict(), env=dict(arm.env)) for arm in run]
+        return dict(
+            parameters=dict(conns=a.m7_conns, rounds=a.rounds, duration_s=a.duration,
+                            warmup_s=a.warmup, server_cpu=a.server_cpu,
+                            client_cpu=a.client_cpu, flags=" ".join(
+                                M7_FLAGS + ("--blocking-threads", str(a.blocking_threads)))),
+            builds=dict(base=self.m7_base_build()) if a.m7_base else {},
+            arms=arms, skipped=[dict(x._asdict(), env=dict(x.env), why=w) for x, w in skipped],
+            rows=rows, summary=m7_summary(rows, arms))
+
+    def m7_run(self, arm, layout, rnd, pos):
+        a = self.a
+        port = self.next_port()
+        log(f"M7 round {rnd + 1}/{a.rounds}: {arm.name} on :{port}")
+        p, pid, jdir = self.m7_start(arm, layout, port)
+        try:
+            if a.warmup > 0:
+                self.wrk(port, arm.path, a.m7_conns, 1, a.warmup, layout["client_cpus"])
+            jpid = read_pid(jdir, "journald.pid") if jdir else None
+            j0 = cpu_seconds(jpid) if jpid else 0.0
+            row = self.measure(types.SimpleNamespace(pid=pid), port, arm.path, a.m7_conns,
+                               layout, a.duration)
+            if jpid:  # journald's CPU is its own figure, not the server's and not other work's
+                jcpu = cpu_seconds(jpid) - j0
+                row["journald_cpu_us_per_req"] = round(jcpu * 1e6 / max(row["requests"], 1), 3)
+                row["other_cpu_share"] = round(max(0.0, row["other_cpu_share"] - jcpu / (
+                    row["duration_s"] * self.nproc)), 3)
+            row.update(round=rnd, position=pos, arm=arm.name, path=arm.path,
+                       libm0=mapped_libm0(pid))
+            log(f"  {row['rps']:>10.0f} rps {row['cpu_us_per_req']:7.2f} us/req  p99 "
+                f"{row['p99_us'] / 1000:7.2f} ms  other CPU {row['other_cpu_share'] * 100:.0f}%"
+                f"  errors {row['errors_total']}")
+            if row["errors_total"]:
+                self.note(f"M7 round {rnd + 1} {arm.name}: {row['errors']}")
+            if p.poll() is not None:
+                self.note(f"M7 {arm.name} exited with {p.returncode} during the run")
+        finally:
+            rc = stop(p)
+        if rc not in (0, -signal.SIGTERM, 143):
+            self.note(f"M7 {arm.name} exited {rc} after SIGTERM "
+                      f"(log {self.logpath(f'{arm.name}-{port}')})")
+        if jdir:
+            row["journal_entries"] = journal_entries(jdir, arm.path)
+            if row["journal_entries"] is None or row["journal_entries"] < row["requests"]:
+                self.note(f"M7 round {rnd + 1} {arm.name}: {row['journal_entries']} journal "
+                          f"entries for {row['requests']} measured requests")
+            shutil.rmtree(jdir, ignore_errors=True)
+        return row
+
+    def m7_base_build(self):
+        """What the base build is: its directory, commit and version."""
+        a = self.a
+        d = a.m7_base
+        m = re.search(r"/rev-([0-9a-f]{12})/", os.path.abspath(d) + "/")
+        commit = a.m7_base_commit or (m and m.group(1))
+        source = f"git archive of {a.m7_base_rev}" if a.m7_base_rev else f"the build in {d}"
+        if not commit:  # a build configured from a source tree: that tree's HEAD
+            src = None
+            try:
+                with open(os.path.join(d, "Makefile")) as f:
+                    src = next((x.split("=", 1)[1].strip() for x in f
+                                if x.startswith("abs_top_srcdir =")), None)
+            except OSError:
+                pass
+            commit = src and run_text(["git", "-C", src, "rev-parse", "HEAD"])
+        env = dict(os.environ, **build_env(d))
+        r = subprocess.run([app_binary(d, "ramp"), "--version"], capture_output=True, text=True,
+                           env=env, timeout=10)
+        return dict(dir=d, commit=commit, source=source,
+                    version=(r.stdout + r.stderr).strip().splitlines()[0] if r.stdout or
+                    r.stderr else None)
+
     # ------------------------------------------------------------ cold start
 
     def cold(self):
@@ -1324,16 +1529,20 @@ def render_targets(ratios):
             if v is None:
                 out.append("n/a")
                 continue
-            good = meets(v)
-            ok.append(good)
-            rounds = (r.get("by_round") or {}).get(field)
-            of = f" ({sum(map(meets, rounds))}/{len(rounds)})" if rounds else ""
-            out.append(f"{v:.2f} {'yes' if good else '**no**'}{of}")
+            ok.append(meets(v))
+            out.append(target_cell(v, (r.get("by_round") or {}).get(field), meets))
         verdict = ("n/a" if not ok else "yes" if all(ok) else "**no**" if not any(ok)
                    else f"**partly** ({sum(ok)} of {len(ok)})")
         L.append(f"| {what} | " + " | ".join(out) + f" | {verdict} |")
     L.append("")
     return L
+
+
+def target_cell(value, rounds, meets, digits=2):
+    """A target's cell: the median ratio, whether it meets the target, and in how many of the
+    rounds the round's own ratio met it ("0.99 yes (5/5)")."""
+    of = f" ({sum(map(meets, rounds))}/{len(rounds)})" if rounds else ""
+    return f"{value:.{digits}f} {'yes' if meets(value) else '**no**'}{of}"
 
 
 def render_parallel(par, a):
@@ -1586,19 +1795,240 @@ PLACEMENT_BEGIN = ("<!-- bench:placement:begin (written by contrib/bench/run --o
 PLACEMENT_END = "<!-- bench:placement:end -->"
 
 
+# ---------------------------------------------------------------- M7: what features cost
+
+# One arm of M7 (SPEC M7): a server run in every round beside the others, its CPU per request
+# set against its reference arm's of the same round. Adding a feature's arm is adding a row.
+#   name, label  the arm's key, and what the document says it is
+#   build        "head": the build under test (--build); "base": the build --m7-base names
+#   app          the program in the build's apps/
+#   flags, env   added to M7_FLAGS and to the environment; "{aux_port}" in a value is a second
+#                free port, chosen at each start
+#   path         what wrk asks for, and what must answer 200 before the load
+#   ref, target  the reference arm, and the bound on this arm's CPU/req ÷ the reference's
+#   needs        what a build may lack; an arm whose needs are not met is not run, and the
+#                document says why: "reads:VAR", the app's binary holds the name VAR (it reads
+#                the variable); "knob:VAR", the host's doctor lists a knob VAR; "journald", a
+#                journald of its own (contrib/bench/journald-ns) with the server's output
+#                connected to it. The doctor must also accept the arm's flags and environment.
+#   probe        a path that must answer 200 on {aux_port} once the arm answers on its own
+M7Arm = collections.namedtuple("M7Arm", "name label build app flags env path ref target needs "
+                               "probe", defaults=((), None))
+M7_ARMS = (
+    M7Arm("head", "ramp as built", "head", "ramp", (), {}, "/x/now", "base", 1.02),
+    M7Arm("base", "ramp of the base build", "base", "ramp", (), {}, "/x/now", None, None),
+    M7Arm("routes-3", "ramp's own routes, T1's reference", "head", "ramp", (),
+          {"M0_RAMP_EXTRA_ROUTES": "0"}, "/x/now", None, None, ("reads:M0_RAMP_EXTRA_ROUTES",)),
+    M7Arm("routes-200", "197 routes more, T1", "head", "ramp", (),
+          {"M0_RAMP_EXTRA_ROUTES": "197"}, "/x/now", "routes-3", 1.03,
+          ("reads:M0_RAMP_EXTRA_ROUTES",)),
+    M7Arm("metrics-on", "metrics on a socket of their own, O1", "head", "ramp", (),
+          {"M0_METRICS": "127.0.0.1:{aux_port}"}, "/x/now", "head", 1.01, ("knob:M0_METRICS",),
+          "/metrics"),
+    M7Arm("access-log-journal", "the access log to the journal, O2", "head", "ramp", (),
+          {"M0_ACCESS_LOG": "journal"}, "/x/now", "head", 1.10, ("journald",)),
+)
+# Every arm's command line, as M1's ramp: one loop, no keep-alive cap (+ --blocking-threads).
+M7_FLAGS = ("--threads", "1", "--max-keepalive-requests", "0")
+M7_BEGIN = ("<!-- bench:m7:begin (written by contrib/bench/run --only m7; edits here are "
+            "replaced) -->")
+M7_END = "<!-- bench:m7:end -->"
+
+
+def m7_plan(arms, names, have_base, why_not):
+    """(the arms to run, in table order; [(arm, why)] for the others). `names` (None: every arm)
+    and the references of those named, transitively, are wanted; of those, an arm of the base
+    build does not run without a base build, nor one for which why_not(arm) gives a reason."""
+    by = {x.name: x for x in arms}
+    want = set(names or by)
+    todo = list(want)
+    while todo:
+        ref = by[todo.pop()].ref
+        if ref and ref not in want:
+            want.add(ref)
+            todo.append(ref)
+    run, skipped = [], []
+    for arm in arms:
+        if arm.name not in want:
+            continue
+        why = "no --m7-base given" if arm.build == "base" and not have_base else why_not(arm)
+        if why:
+            skipped.append((arm, why))
+        else:
+            run.append(arm)
+    return run, skipped
+
+
+def m7_summary(rows, arms):
+    """Per arm that ran (dicts of M7Arm's fields, in table order): the medians over its rounds
+    and, against its reference, each round's CPU/req ÷ the reference's CPU/req of the same round,
+    the median of those ratios and how many rounds met the target."""
+    out = []
+    for arm in arms:
+        rs = sorted((r for r in rows if r["arm"] == arm["name"]), key=lambda r: r["round"])
+        if not rs:
+            continue
+        m = dict(arm=arm["name"], label=arm["label"], build=arm["build"], path=arm["path"],
+                 flags=arm["flags"], env=arm["env"], rounds=len(rs),
+                 ref=arm["ref"], target=arm["target"],
+                 errors_total=sum(r["errors_total"] for r in rs))
+        for f in ("cpu_us_per_req", "rps", "p99_us", "other_cpu_share",
+                  "journald_cpu_us_per_req", "journal_entries"):
+            v = [r[f] for r in rs if r.get(f) is not None]
+            m[f] = round(statistics.median(v), 3) if v else None
+        m["other_cpu_max"] = max(r["other_cpu_share"] for r in rs)
+        cpu, rps = [], []
+        for r in rs:
+            base = next((x for x in rows if x["arm"] == arm["ref"] and x["round"] == r["round"]),
+                        None)
+            if base and base["cpu_us_per_req"] and base["rps"]:
+                cpu.append(round(r["cpu_us_per_req"] / base["cpu_us_per_req"], 4))
+                rps.append(round(r["rps"] / base["rps"], 4))
+        m["cpu_ratio_by_round"] = cpu
+        m["cpu_ratio"] = round(statistics.median(cpu), 4) if cpu else None
+        m["rps_ratio"] = round(statistics.median(rps), 4) if rps else None
+        m["met"] = sum(x <= arm["target"] for x in cpu) if cpu and arm["target"] else None
+        out.append(m)
+    return out
+
+
+def journald_argv(jdir):
+    """The command line that runs what follows it beside a journald of its own, keeping the
+    journal in `jdir` (contrib/bench/journald-ns, in a mount namespace of its own)."""
+    return ["unshare", "--mount", "--propagation", "private", sys.executable,
+            os.path.join(HERE, "journald-ns"), jdir, "--"]
+
+
+def read_pid(d, name):
+    with open(os.path.join(d, name)) as f:
+        return int(f.read())
+
+
+def mapped_libm0(pid):
+    """The path of the libm0 the process `pid` mapped, or None."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            for line in f:
+                path = line.split(None, 5)[-1].strip()
+                if "/libm0.so" in path:
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+def journal_entries(jdir, path):
+    """How many entries the journal in `jdir` holds with M0_PATH=`path`, or None."""
+    try:
+        r = subprocess.run(["journalctl", "--no-pager", "-D", jdir, f"M0_PATH={path}", "-o",
+                            "cat", "--output-fields=M0_PATH"], capture_output=True, text=True,
+                           timeout=600)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout.count("\n") if r.returncode == 0 else None
+
+
+def m7_what(arm):
+    """An arm's label, with what its command line and environment add to every arm's."""
+    extra = list(arm.get("flags") or ()) + [f"{k}={v}" for k, v in (arm.get("env") or {}).items()]
+    return arm["label"] + (f" (`{' '.join(extra)}`)" if extra else "")
+
+
+def render_m7(res, json_rel):
+    m7, e = res["m7"], res["environment"]
+    p = m7["parameters"]
+    summary = m7_summary(m7["rows"], m7["arms"])  # from the rows, so a fix here applies
+    L = ["#### M7: what features cost, `/x/now` CPU per request in the same rounds", ""]
+    if res["parameters"].get("quick"):
+        L += ["**Quick run**: single samples, not measurements to quote.", ""]
+    busy = max((r["other_cpu_share"] for r in m7["rows"]), default=0)
+    if busy > 0.3:
+        L += [f"**Other work shared the machine**: up to {busy * 100:.0f}% of its CPU went "
+              "neither to the server nor to wrk during a run (*other CPU*). Read the ratios "
+              "within the rounds, and their count of rounds, rather than the CPU columns.", ""]
+    L.append(f"- Command: `{res['command']}`")
+    L.append(f"- Date: {res['date']}; artifact: [`{json_rel}`]({json_rel.replace('doc/', '')})")
+    L.append(f"- head: {e['m0']} at {e['m0_commit'][:12]} ({e['m0_source']})")
+    b = m7["builds"].get("base")
+    if b:
+        L.append(f"- base: {b['version']} at {(b['commit'] or 'an unknown commit')[:12]} "
+                 f"({b['source']})")
+    L.append(f"- Machine: {e['cpu']}, {e['nproc']} CPUs, kernel {e['kernel']}; load average "
+             f"(1 min) {e['loadavg_at_start']} at the start, {e.get('loadavg_at_end')} at the end")
+    L.append(f"- {p['rounds']} round(s) × {p['duration_s']} s after a {p['warmup_s']} s warm-up, "
+             f"`wrk -t1 -c{p['conns']}` on CPU {p['client_cpu']}, each server's process tree "
+             f"on CPU {p['server_cpu']}, `{p['flags']}`; the arm order rotates by one each "
+             "round, and each arm starts fresh in each round")
+    L.append("")
+    if summary:
+        L.append("| arm | what | rounds | server CPU µs/req | rps | p99 ms | errors | other CPU "
+                 "| against | CPU/req ÷ reference | target | rps ÷ reference |")
+        L.append("|---|---|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|")
+        for m in summary:
+            if m["cpu_ratio"] is None:
+                cell = "n/a" if m["ref"] else "–"
+            elif m["target"]:
+                cell = target_cell(m["cpu_ratio"], m["cpu_ratio_by_round"],
+                                   lambda x, t=m["target"]: x <= t, 3)
+            else:
+                cell = f"{m['cpu_ratio']:.3f}"
+            L.append(f"| {m['arm']} | {m7_what(m)} | {m['rounds']} | "
+                     f"{m['cpu_us_per_req']:.2f} | {m['rps']:.0f} | {ms(m['p99_us'])} | "
+                     f"{m['errors_total']} | {m['other_cpu_share'] * 100:.0f}% | "
+                     f"{m['ref'] or '–'} | {cell} | "
+                     f"{'≤ ' + format(m['target'], '.2f') if m['target'] else '–'} | "
+                     f"{'–' if m['rps_ratio'] is None else format(m['rps_ratio'], '.3f')} |")
+        L.append("")
+        L.append("*server CPU µs/req*: as M1's, the CPU time of the server's process tree ÷ "
+                 "the requests of the run, the median over the rounds. *CPU/req ÷ reference*: "
+                 "in each round, this arm's CPU per request ÷ its reference arm's in the same "
+                 "round; the cell is the median of those ratios, whether it meets the target, "
+                 "and in how many rounds the round's own ratio met it. *other CPU*: as M1's, "
+                 "the share of the machine's CPU that neither the server nor wrk used.")
+        L.append("")
+        rounds = max(m["rounds"] for m in summary)
+        ratioed = [m for m in summary if m["cpu_ratio_by_round"]]
+        if ratioed:
+            L.append("| CPU/req ÷ reference | " + " | ".join(f"round {i + 1}"
+                                                          for i in range(rounds)) + " |")
+            L.append("|---|" + "--:|" * rounds)
+            for m in ratioed:
+                by = [f"{x:.3f}" for x in m["cpu_ratio_by_round"]]
+                L.append(f"| {m['arm']} ÷ {m['ref']} | " + " | ".join(
+                    by + [""] * (rounds - len(by))) + " |")
+            L.append("")
+        for m in summary:
+            if m["journald_cpu_us_per_req"] is not None:
+                n = m["journal_entries"]
+                L.append(f"- {m['arm']}: journald used {m['journald_cpu_us_per_req']:.2f} µs of "
+                         "CPU per request beside the server's (not in the server's figure); its "
+                         f"journal held {'n/a' if n is None else f'{n:.0f}'} entries with "
+                         f"`M0_PATH={m['path']}` (median per round).")
+    for x in m7["skipped"]:
+        L.append(f"- Not run: **{x['name']}**, {m7_what(x)}: {x['why']}.")
+    notes = [x for x in res.get("anomalies", []) if x.startswith("M7")]
+    if m7["skipped"] or notes:
+        L.append("")
+    if notes:
+        L += ["Anomalies the run noted:", ""] + [f"- {x}" for x in notes] + [""]
+    return "\n".join(L)
+
+
 BEGIN = "<!-- bench:results:begin (written by contrib/bench/run; edits here are replaced) -->"
 END = "<!-- bench:results:end -->"
 
 
 def doc_blocks(res, rel):
     """(text, begin marker, end marker) for each block of doc/performance.md this run
-    rewrites: the results section when it ran any part but placement, and the placement
-    block when it ran that one."""
+    rewrites: the results section when it ran any part but placement and M7, and the placement
+    and M7 blocks when it ran those."""
     out = []
     if any(res.get(k) for k in ("m1", "m2", "m3", "cold", "parallel")):
         out.append((render(res, rel), BEGIN, END))
     if res.get("placement"):
         out.append((render_placement(res, rel), PLACEMENT_BEGIN, PLACEMENT_END))
+    if res.get("m7"):
+        out.append((render_m7(res, rel), M7_BEGIN, M7_END))
     return out
 
 
@@ -1635,9 +2065,9 @@ def main():
                     "(default 2, quick 1)")
     ap.add_argument("--layouts", help="pinned,wide (default both, quick pinned)")
     ap.add_argument("--conns", default="16,256", help="wrk connections (default 16,256)")
-    ap.add_argument("--only", default="m1,m2,m3,cold,parallel,placement",
+    ap.add_argument("--only", default="m1,m2,m3,cold,parallel,placement,m7",
                     help="parts to run, comma-separated: m1, m2, m3, cold, parallel, "
-                    "placement (default all)")
+                    "placement, m7 (default all)")
     ap.add_argument("--server-cpu", type=int, default=1)
     ap.add_argument("--client-cpu", type=int, default=0)
     ap.add_argument("--wide-wrk-threads", type=int, default=2)
@@ -1653,6 +2083,13 @@ def main():
     ap.add_argument("--cold-trials", type=int, help="default 20, quick 5")
     ap.add_argument("--par-requests", type=int, help="host_parallel: sequential requests "
                     "per route for the one-alone figures (default 20, quick 5)")
+    ap.add_argument("--m7-base", metavar="BUILD_DIR", help="M7: an m0 build to run the base "
+                    "arm from, beside this one (contrib/bench/run --m7-base REV builds one)")
+    ap.add_argument("--m7-arms", help="M7: the arms to run, comma-separated, with their "
+                    "references (default every arm of M7_ARMS that can run)")
+    ap.add_argument("--m7-conns", type=int, default=16, help="M7: wrk connections (16)")
+    ap.add_argument("--m7-base-rev", help=argparse.SUPPRESS)
+    ap.add_argument("--m7-base-commit", help=argparse.SUPPRESS)
     ap.add_argument("--port-base", type=int, default=24100)
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "doc", "bench"))
     ap.add_argument("--doc", default=os.path.join(ROOT, "doc", "performance.md"))
@@ -1685,19 +2122,24 @@ def main():
     a.cold_trials = a.cold_trials or (5 if q else 20)
     a.par_requests = a.par_requests or (5 if q else 20)
     for x in a.only:
-        if x not in ("m1", "m2", "m3", "cold", "parallel", "placement"):
+        if x not in ("m1", "m2", "m3", "cold", "parallel", "placement", "m7"):
             ap.error(f"unknown part {x}")
+    a.m7_arms = a.m7_arms.split(",") if a.m7_arms else None
+    for x in a.m7_arms or ():
+        if x not in [arm.name for arm in M7_ARMS]:
+            ap.error(f"unknown M7 arm {x} (arms: {', '.join(arm.name for arm in M7_ARMS)})")
+    a.m7_base = a.m7_base and os.path.abspath(a.m7_base)
+    if a.m7_base and not os.access(app_binary(a.m7_base, "ramp"), os.X_OK):
+        ap.error(f"--m7-base {a.m7_base}: no apps/ramp there")
     for x in a.layouts:
         if x not in ("pinned", "wide"):
             ap.error(f"unknown layout {x}")
-    if "pinned" in a.layouts:
+    if "pinned" in a.layouts or "m7" in a.only:
         cpus = os.sched_getaffinity(0)
         if a.server_cpu not in cpus or a.client_cpu not in cpus or a.server_cpu == a.client_cpu:
             ap.error(f"pinned needs two distinct CPUs of {sorted(cpus)}")
 
-    libs = os.path.join(a.build, ".libs")
-    if os.path.isdir(libs):
-        LIB_ENV["LD_LIBRARY_PATH"] = libs
+    LIB_ENV.update(build_env(a.build))
     b = Bench(a)
 
     def on_signal(sig, frame):
@@ -1758,6 +2200,8 @@ def main():
             res["parallel"] = b.parallel()
         if "placement" in a.only:
             res["placement"] = b.placement()
+        if "m7" in a.only:
+            res["m7"] = b.m7()
     except BaseException:
         log(f"failed; logs kept in {b.tmp}")
         stop_all()

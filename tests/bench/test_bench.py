@@ -2,14 +2,17 @@
 # SPDX-License-Identifier: MIT
 """tests/bench/test_bench.py: the analysis in contrib/bench/bench.py that turns what the
 benchmark records into the figures doc/performance.md prints (the placement part's
-attribution of connections and hops, its rank correlation and summary, and the rewriting of
-the document's blocks). Standard library only; the last line is "bench: N passed, N failed"."""
+attribution of connections and hops, its rank correlation and summary, M7's ratios, targets and
+pending arms, and the rewriting of the document's blocks). Standard library only; the last line
+is "bench: N passed, N failed"."""
 
 import importlib.util
 import os
+import shutil
 import sys
 import tempfile
 import traceback
+import types
 
 sys.dont_write_bytecode = True  # nothing written into contrib/ (it is in the tarball)
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -201,6 +204,166 @@ def test_doc_blocks_follow_the_parts_that_ran():
     lines = bench.doc_blocks(res, "doc/bench/x.json")[0][0].splitlines()
     eq([x for x in lines if x.startswith("| ramp |")],
        ["| ramp | 16 | 1 | 1000 | 2.00 | 0.5 | 0.25 |"], "the summary rows of an older artifact")
+
+
+# ---------------------------------------------------------------- M7
+
+def m7_arms(*names):
+    return [dict(a._asdict(), env=dict(a.env)) for a in bench.M7_ARMS if a.name in names]
+
+
+def m7_row(rnd, arm, cpu, rps=50000.0, p99=400, other=0.05):
+    return dict(round=rnd, arm=arm, cpu_us_per_req=cpu, rps=rps, p99_us=p99,
+                other_cpu_share=other, errors_total=0)
+
+
+# head ÷ base by round: 1.01, 0.99, 1.03, 1.00, 1.02 (the third above the 1.02 target)
+M7_ROWS = [m7_row(0, "head", 10.1, 51000), m7_row(0, "base", 10.0),
+           m7_row(1, "base", 12.0, other=0.25), m7_row(1, "head", 11.88, 49000),
+           m7_row(2, "head", 10.3), m7_row(2, "base", 10.0, 40000),
+           m7_row(3, "base", 9.0), m7_row(3, "head", 9.0),
+           m7_row(4, "head", 10.2, 50000), m7_row(4, "base", 10.0, 50000)]
+
+
+def test_m7_ratios_by_round_their_median_and_the_rounds_that_met_the_target():
+    s = {m["arm"]: m for m in bench.m7_summary(M7_ROWS, m7_arms("head", "base"))}
+    head, base = s["head"], s["base"]
+    eq(head["cpu_ratio_by_round"], [1.01, 0.99, 1.03, 1.0, 1.02], "CPU/req ÷ base, by round")
+    eq(head["cpu_ratio"], 1.01, "the median of the rounds' ratios")
+    eq(head["met"], 4, "rounds at or under 1.02")
+    eq(head["cpu_us_per_req"], 10.2, "head's median CPU/req")
+    eq(base["cpu_us_per_req"], 10.0, "base's median CPU/req")
+    # rps ÷ base: 1.02, 0.98, 1.25, 1.0, 1.0
+    eq(head["rps_ratio"], 1.0, "the median rps ratio")
+    eq((head["rounds"], head["ref"], head["target"]), (5, "base", 1.02), "head's reference")
+    eq((base["cpu_ratio"], base["met"], base["cpu_ratio_by_round"]), (None, None, []),
+       "the base arm has no reference")
+    eq(base["other_cpu_max"], 0.25, "the busiest round's other CPU")
+
+
+def test_m7_a_round_without_its_reference_is_left_out():
+    rows = [r for r in M7_ROWS if (r["arm"], r["round"]) != ("base", 2)]
+    head = bench.m7_summary(rows, m7_arms("head", "base"))[0]
+    eq(head["cpu_ratio_by_round"], [1.01, 0.99, 1.0, 1.02], "the four rounds with a base")
+    eq((head["cpu_ratio"], head["met"]), (1.005, 4), "median and rounds met")
+    alone = bench.m7_summary([r for r in M7_ROWS if r["arm"] == "head"], m7_arms("head"))[0]
+    eq((alone["cpu_ratio"], alone["met"]), (None, None), "no base build: no ratio")
+
+
+def m7_result(rows, arms, skipped=()):
+    env = dict(m0="ramp (m0) 0.1.0", m0_commit="0123456789abcdef", m0_source="working tree",
+               cpu="CPU", nproc=2, kernel="6.1", loadavg_at_start=0.5, loadavg_at_end=0.6)
+    return dict(command="contrib/bench/run --only m7 --m7-base afc5cbf",
+                date="2026-12-01 00:00:00 UTC", environment=env, parameters=dict(quick=False),
+                anomalies=["M7 round 2 base: {'read': 1}", "M1 something else"],
+                m7=dict(parameters=dict(conns=16, rounds=5, duration_s=10, warmup_s=2,
+                                        server_cpu=1, client_cpu=0, flags="--threads 1"),
+                        builds=dict(base=dict(dir="/b", commit="afc5cbf0123456789",
+                                              source="git archive of afc5cbf",
+                                              version="ramp (m0) 0.1.0")),
+                        arms=arms, skipped=list(skipped), rows=rows, summary=[]))
+
+
+def test_m7_block_its_target_cells_and_a_skipped_pending_arm():
+    pending = dict(m7_arms("metrics-on")[0], why="pending: the host has no knob M0_METRICS "
+                   "(its doctor lists none)")
+    res = m7_result(M7_ROWS, m7_arms("head", "base"), [pending])
+    blocks = bench.doc_blocks(res, "doc/bench/x.json")
+    eq([b[1] for b in blocks], [bench.M7_BEGIN], "the blocks of an M7-only run")
+    lines = blocks[0][0].splitlines()
+    for want in ("| head | ramp as built | 5 | 10.20 | 50000 | 0.40 | 0 | 5% | base | "
+                 "1.010 yes (4/5) | ≤ 1.02 | 1.000 |",
+                 "| base | ramp of the base build | 5 | 10.00 | 50000 | 0.40 | 0 | 5% | – | – | "
+                 "– | – |",
+                 "| head ÷ base | 1.010 | 0.990 | 1.030 | 1.000 | 1.020 |",
+                 "- base: ramp (m0) 0.1.0 at afc5cbf01234 (git archive of afc5cbf)",
+                 "- Not run: **metrics-on**, metrics on a socket of their own, O1 "
+                 "(`M0_METRICS=127.0.0.1:{aux_port}`): pending: the host has no knob M0_METRICS "
+                 "(its doctor lists none).",
+                 "- M7 round 2 base: {'read': 1}"):
+        if want not in lines:
+            raise AssertionError(f"no line {want!r} in:\n" + "\n".join(lines))
+    if any("M1 something else" in x for x in lines):
+        raise AssertionError("another part's anomaly in the M7 block")
+    if any("Other work shared the machine" in x for x in lines):
+        raise AssertionError("the banner for a busy machine below 30% of other CPU")
+    busy = [dict(r, other_cpu_share=0.45) if r["round"] == 3 else r for r in M7_ROWS]
+    text = bench.render_m7(m7_result(busy, m7_arms("head", "base")), "doc/bench/x.json")
+    if "up to 45% of its CPU" not in text:
+        raise AssertionError("no banner for a round at 45% of other CPU:\n" + text)
+
+
+def test_m7_target_missed():
+    rows = [m7_row(r, "head", 10.0) for r in range(3)]
+    rows += [m7_row(r, "metrics-on", c) for r, c in ((0, 10.05), (1, 10.2), (2, 10.3))]
+    text = bench.render_m7(m7_result(rows, m7_arms("head", "metrics-on")), "doc/bench/x.json")
+    want = "| head | 1.020 **no** (1/3) | ≤ 1.01 |"
+    if want not in text:
+        raise AssertionError(f"no {want!r} in:\n" + text)
+
+
+def test_m7_plan_names_references_and_skips():
+    def why_not(arm):
+        return "pending: ramp does not read M0_RAMP_EXTRA_ROUTES" if "routes" in arm.name else None
+    run, skipped = bench.m7_plan(bench.M7_ARMS, None, False, why_not)
+    eq([a.name for a in run], ["head", "metrics-on", "access-log-journal"], "the arms that run")
+    eq([(a.name, w) for a, w in skipped],
+       [("base", "no --m7-base given"),
+        ("routes-3", "pending: ramp does not read M0_RAMP_EXTRA_ROUTES"),
+        ("routes-200", "pending: ramp does not read M0_RAMP_EXTRA_ROUTES")], "skipped, and why")
+    run, skipped = bench.m7_plan(bench.M7_ARMS, ["routes-200", "metrics-on"], True,
+                                 lambda arm: None)
+    eq([a.name for a in run], ["head", "base", "routes-3", "routes-200", "metrics-on"],
+       "the named arms and their references, in table order")
+    eq(skipped, [], "nothing skipped")
+
+
+# A stand-in for an m0 app: its --doctor refuses M0_ACCESS_LOG=journal as a host without O2
+# does, and lists one knob, M0_ACCESS_LOG; after its exit, the bytes of a C string.
+FAKE_APP = r"""#!/bin/sh
+case " $* " in *" --doctor "*) ;; *) exit 1 ;; esac
+if [ "$M0_ACCESS_LOG" = journal ]; then
+  echo "configuration FAIL"
+  echo '{"config":{"access-log":{"env":"M0_ACCESS_LOG"}},"checks":[{"name":"configuration",'\
+'"ok":false,"detail":"M0_ACCESS_LOG='"'journal'"' is not on or off"}],"exit":78}'
+  exit 78
+fi
+echo '{"config":{"access-log":{"env":"M0_ACCESS_LOG"}},"checks":[],"exit":0}'
+exit 0
+"""
+
+
+def fake_build(d, strings=b""):
+    os.makedirs(os.path.join(d, "apps"))
+    path = os.path.join(d, "apps", "ramp")
+    with open(path, "wb") as f:
+        f.write(FAKE_APP.encode() + b"\0" + strings)
+    os.chmod(path, 0o755)
+    return d
+
+
+def test_m7_pending_arms_detected_from_the_build():
+    arms = {a.name: a for a in bench.M7_ARMS}
+    with tempfile.TemporaryDirectory() as d:
+        a = types.SimpleNamespace(build=fake_build(os.path.join(d, "head")),
+                                  m7_base=None, blocking_threads=0, port_base=0)
+        b = bench.Bench(a)
+        try:
+            eq(b.m7_why_not(arms["head"]), None, "head, as built")
+            eq(b.m7_why_not(arms["routes-200"]),
+               "pending: ramp does not read M0_RAMP_EXTRA_ROUTES", "no extra-routes variable")
+            eq(b.m7_why_not(arms["metrics-on"]),
+               "pending: the host has no knob M0_METRICS (its doctor lists none)", "no knob")
+            eq(b.m7_why_not(arms["access-log-journal"]),
+               "pending: ramp's doctor refuses M0_ACCESS_LOG=journal (exit 78: "
+               "M0_ACCESS_LOG='journal' is not on or off)", "a value the doctor refuses")
+            a.build = fake_build(os.path.join(d, "routes"), b"M0_RAMP_EXTRA_ROUTES\0")
+            eq(b.m7_why_not(arms["routes-200"]), None, "an app that reads the variable")
+            a.m7_base = os.path.join(d, "none")
+            eq(b.m7_why_not(arms["base"]), os.path.join(d, "none", "apps", "ramp") +
+               " is missing", "a base build without its app")
+        finally:
+            shutil.rmtree(b.tmp, ignore_errors=True)
 
 
 def main():
