@@ -1114,67 +1114,85 @@ class Bench:
         return p, pid, jdir
 
     def m7(self):
-        """SPEC M7: the arms of M7_ARMS that can run, in the same interleaved rounds, the arm
-        order rotating by one each round, each started fresh, warmed up and measured pinned
-        (one loop on --server-cpu, wrk -t1 on --client-cpu) on its path at --m7-conns."""
+        """SPEC M7: the arms of M7_ARMS that can run, in interleaved rounds. In each round every
+        arm is started fresh (the order rotating by one from round to round), warmed up, then
+        measured pinned (one loop on --server-cpu, wrk -t1 on --client-cpu) on its path at
+        --m7-conns in slices of --m7-slice seconds, the arms taking turns slice by slice (the
+        order reversed every other slice) until each has had --duration seconds."""
         a = self.a
-        layout = self.pinned()
         run, skipped = m7_plan(M7_ARMS, a.m7_arms, bool(a.m7_base), self.m7_why_not)
         for arm, why in skipped:
             log(f"M7 {arm.name}: not run: {why}")
         rows = []
         for rnd in range(a.rounds):
             k = rnd % len(run) if run else 0
-            for pos, arm in enumerate(run[k:] + run[:k]):
-                rows.append(self.m7_run(arm, layout, rnd, pos))
+            rows += self.m7_round(run[k:] + run[:k], rnd)
         arms = [dict(arm._asdict(), env=dict(arm.env)) for arm in run]
         return dict(
             parameters=dict(conns=a.m7_conns, rounds=a.rounds, duration_s=a.duration,
-                            warmup_s=a.warmup, server_cpu=a.server_cpu,
+                            slice_s=a.m7_slice, warmup_s=a.warmup, server_cpu=a.server_cpu,
                             client_cpu=a.client_cpu, flags=" ".join(
                                 M7_FLAGS + ("--blocking-threads", str(a.blocking_threads)))),
             builds=dict(base=self.m7_base_build()) if a.m7_base else {},
             arms=arms, skipped=[dict(x._asdict(), env=dict(x.env), why=w) for x, w in skipped],
             rows=rows, summary=m7_summary(rows, arms))
 
-    def m7_run(self, arm, layout, rnd, pos):
+    def m7_round(self, order, rnd):
+        """One round: a row per arm, from the slices it served."""
         a = self.a
-        port = self.next_port()
-        log(f"M7 round {rnd + 1}/{a.rounds}: {arm.name} on :{port}")
-        p, pid, jdir = self.m7_start(arm, layout, port)
+        layout = self.pinned()
+        live = []  # (arm, Popen, server pid, journal directory, port)
         try:
-            if a.warmup > 0:
-                self.wrk(port, arm.path, a.m7_conns, 1, a.warmup, layout["client_cpus"])
-            jpid = read_pid(jdir, "journald.pid") if jdir else None
-            j0 = cpu_seconds(jpid) if jpid else 0.0
-            row = self.measure(types.SimpleNamespace(pid=pid), port, arm.path, a.m7_conns,
-                               layout, a.duration)
-            if jpid:  # journald's CPU is its own figure, not the server's and not other work's
-                jcpu = cpu_seconds(jpid) - j0
-                row["journald_cpu_us_per_req"] = round(jcpu * 1e6 / max(row["requests"], 1), 3)
-                row["other_cpu_share"] = round(max(0.0, row["other_cpu_share"] - jcpu / (
-                    row["duration_s"] * self.nproc)), 3)
-            row.update(round=rnd, position=pos, arm=arm.name, path=arm.path,
-                       libm0=mapped_libm0(pid))
-            log(f"  {row['rps']:>10.0f} rps {row['cpu_us_per_req']:7.2f} us/req  p99 "
-                f"{row['p99_us'] / 1000:7.2f} ms  other CPU {row['other_cpu_share'] * 100:.0f}%"
-                f"  errors {row['errors_total']}")
-            if row["errors_total"]:
-                self.note(f"M7 round {rnd + 1} {arm.name}: {row['errors']}")
-            if p.poll() is not None:
-                self.note(f"M7 {arm.name} exited with {p.returncode} during the run")
+            for arm in order:
+                port = self.next_port()
+                log(f"M7 round {rnd + 1}/{a.rounds}: {arm.name} on :{port}")
+                live.append((arm, *self.m7_start(arm, layout, port), port))
+            for arm, _, _, _, port in live:
+                if a.warmup > 0:
+                    self.wrk(port, arm.path, a.m7_conns, 1, a.warmup, layout["client_cpus"])
+            slices = {arm.name: [] for arm in order}
+            n = max(1, a.duration // a.m7_slice)
+            for i in range(n):
+                for arm, _, pid, jdir, port in (live if i % 2 == 0 else live[::-1]):
+                    jpid = read_pid(jdir, "journald.pid") if jdir else None
+                    slices[arm.name].append(self.m7_slice(pid, jpid, port, arm.path, layout,
+                                                          a.m7_slice))
+            rows = []
+            for pos, (arm, p, pid, _, port) in enumerate(live):
+                row = m7_row(slices[arm.name], self.nproc)
+                row.update(round=rnd, position=pos, arm=arm.name, path=arm.path,
+                           conns=a.m7_conns, libm0=mapped_libm0(pid))
+                rows.append(row)
+                log(f"  {arm.name:20} {row['rps']:>8.0f} rps {row['cpu_us_per_req']:7.3f} us/req"
+                    f"  p99 {row['p99_us'] / 1000:6.2f} ms  other CPU "
+                    f"{row['other_cpu_share'] * 100:.0f}%  errors {row['errors_total']}")
+                if row["errors_total"]:
+                    self.note(f"M7 round {rnd + 1} {arm.name}: {row['errors_total']} errors")
+                if p.poll() is not None:
+                    self.note(f"M7 {arm.name} exited with {p.returncode} during the round")
         finally:
-            rc = stop(p)
-        if rc not in (0, -signal.SIGTERM, 143):
-            self.note(f"M7 {arm.name} exited {rc} after SIGTERM "
-                      f"(log {self.logpath(f'{arm.name}-{port}')})")
-        if jdir:
-            row["journal_entries"] = journal_entries(jdir, arm.path)
-            if row["journal_entries"] is None or row["journal_entries"] < row["requests"]:
-                self.note(f"M7 round {rnd + 1} {arm.name}: {row['journal_entries']} journal "
-                          f"entries for {row['requests']} measured requests")
-            shutil.rmtree(jdir, ignore_errors=True)
-        return row
+            for arm, p, _, _, port in live:
+                rc = stop(p)
+                if rc not in (0, -signal.SIGTERM, 143):
+                    self.note(f"M7 {arm.name} exited {rc} after SIGTERM "
+                              f"(log {self.logpath(f'{arm.name}-{port}')})")
+        for row, (arm, _, _, jdir, _) in zip(rows, live):
+            if jdir:
+                row["journal_entries"] = journal_entries(jdir, arm.path)
+                if row["journal_entries"] is None or row["journal_entries"] < row["requests"]:
+                    self.note(f"M7 round {rnd + 1} {arm.name}: {row['journal_entries']} journal "
+                              f"entries for {row['requests']} measured requests")
+                shutil.rmtree(jdir, ignore_errors=True)
+        return rows
+
+    def m7_slice(self, pid, jpid, port, path, layout, secs):
+        """wrk for `secs` against a running arm: what m7_row adds up."""
+        b0, c0, j0 = machine_busy_s(), run_time_s(pid), run_time_s(jpid) if jpid else 0.0
+        w = self.wrk(port, path, self.a.m7_conns, 1, secs, layout["client_cpus"])
+        c1, j1, b1 = run_time_s(pid), run_time_s(jpid) if jpid else 0.0, machine_busy_s()
+        return dict(requests=w["requests"], duration_s=w["duration_us"] / 1e6, cpu_s=c1 - c0,
+                    client_cpu_s=w["client_cpu_s"], busy_s=b1 - b0, journald_cpu_s=j1 - j0,
+                    p50_us=w["p50_us"], p99_us=w["p99_us"], errors=wrk_errors(w))
 
     def m7_base_build(self):
         """What the base build is: its directory, commit and version."""
@@ -1904,6 +1922,58 @@ def read_pid(d, name):
         return int(f.read())
 
 
+def run_time_s(root):
+    """CPU seconds the live threads of root's process tree have run: the time M1 reads from
+    /proc/<pid>/stat in clock ticks, read here in nanoseconds from each thread's schedstat,
+    since M7's slices are short enough for a tick to matter. Ticks where there is no
+    schedstat (a kernel without CONFIG_SCHED_INFO)."""
+    if not os.path.exists("/proc/self/schedstat"):
+        return cpu_seconds(root)
+    total = 0
+    for pid in tree(root)[0]:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass  # a thread that ended in between
+    return total / 1e9
+
+
+def m7_row(slices, nproc):
+    """An arm's row of a round from its slices: requests, times and CPU added up (CPU per
+    request is the server's CPU over all its slices ÷ all their requests), p50 and p99 the
+    median of the slices' own, *other CPU* the share of the machine's CPU in the slices that
+    neither the server, wrk nor the arm's journald used; each slice's own figures too."""
+    for x in slices:
+        x["other_s"] = max(0.0, x["busy_s"] - x["cpu_s"] - x["client_cpu_s"] -
+                           x["journald_cpu_s"])
+    n = max(sum(x["requests"] for x in slices), 1)
+    secs = sum(x["duration_s"] for x in slices)
+    cpu = sum(x["cpu_s"] for x in slices)
+    jcpu = sum(x["journald_cpu_s"] for x in slices)
+    row = dict(slices=len(slices), requests=n, duration_s=round(secs, 3),
+               rps=round(n / secs, 1) if secs else 0.0, server_cpu_s=round(cpu, 6),
+               cpu_us_per_req=round(cpu * 1e6 / n, 4),
+               client_cpu_us_per_req=round(sum(x["client_cpu_s"] for x in slices) * 1e6 / n, 3),
+               p50_us=statistics.median(x["p50_us"] for x in slices),
+               p99_us=statistics.median(x["p99_us"] for x in slices),
+               errors_total=sum(x["errors"] for x in slices),
+               other_cpu_share=round(sum(x["other_s"] for x in slices) / (secs * nproc), 3)
+               if secs else 0.0,
+               by_slice=[dict(requests=x["requests"], p99_us=x["p99_us"],
+                              cpu_us_per_req=round(x["cpu_s"] * 1e6 / max(x["requests"], 1), 3),
+                              other_cpu_share=round(x["other_s"] / (x["duration_s"] * nproc), 3)
+                              if x["duration_s"] else 0.0) for x in slices])
+    if jcpu:
+        row["journald_cpu_us_per_req"] = round(jcpu * 1e6 / n, 3)
+    return row
+
+
 def mapped_libm0(pid):
     """The path of the libm0 the process `pid` mapped, or None."""
     try:
@@ -1955,10 +2025,13 @@ def render_m7(res, json_rel):
                  f"({b['source']})")
     L.append(f"- Machine: {e['cpu']}, {e['nproc']} CPUs, kernel {e['kernel']}; load average "
              f"(1 min) {e['loadavg_at_start']} at the start, {e.get('loadavg_at_end')} at the end")
-    L.append(f"- {p['rounds']} round(s) × {p['duration_s']} s after a {p['warmup_s']} s warm-up, "
-             f"`wrk -t1 -c{p['conns']}` on CPU {p['client_cpu']}, each server's process tree "
-             f"on CPU {p['server_cpu']}, `{p['flags']}`; the arm order rotates by one each "
-             "round, and each arm starts fresh in each round")
+    turns = (f"the arms take turns in {p['slice_s']} s slices (the order reversed every other "
+             f"slice) until each has had {p['duration_s']} s" if p.get("slice_s") else
+             f"each runs {p['duration_s']} s in turn")
+    L.append(f"- {p['rounds']} round(s); in each, every arm is started fresh and warmed up "
+             f"{p['warmup_s']} s, then {turns}; the arm order rotates by one from round to "
+             f"round. `wrk -t1 -c{p['conns']}` on CPU {p['client_cpu']}, each server's "
+             f"process tree on CPU {p['server_cpu']}, `{p['flags']}`")
     L.append("")
     if summary:
         L.append("| arm | what | rounds | server CPU µs/req | rps | p99 ms | errors | other CPU "
@@ -1980,11 +2053,12 @@ def render_m7(res, json_rel):
                      f"{'–' if m['rps_ratio'] is None else format(m['rps_ratio'], '.3f')} |")
         L.append("")
         L.append("*server CPU µs/req*: as M1's, the CPU time of the server's process tree ÷ "
-                 "the requests of the run, the median over the rounds. *CPU/req ÷ reference*: "
-                 "in each round, this arm's CPU per request ÷ its reference arm's in the same "
-                 "round; the cell is the median of those ratios, whether it meets the target, "
-                 "and in how many rounds the round's own ratio met it. *other CPU*: as M1's, "
-                 "the share of the machine's CPU that neither the server nor wrk used.")
+                 "the requests it served, over all its slices of a round; the median over the "
+                 "rounds. *CPU/req ÷ reference*: in each round, this arm's CPU per request ÷ "
+                 "its reference arm's in the same round; the cell is the median of those "
+                 "ratios, whether it meets the target, and in how many rounds the round's own "
+                 "ratio met it. *p99*: the median of the slices' own. *other CPU*: as M1's, the "
+                 "share of the machine's CPU that neither the server nor wrk used.")
         L.append("")
         rounds = max(m["rounds"] for m in summary)
         ratioed = [m for m in summary if m["cpu_ratio_by_round"]]
@@ -2088,6 +2162,8 @@ def main():
     ap.add_argument("--m7-arms", help="M7: the arms to run, comma-separated, with their "
                     "references (default every arm of M7_ARMS that can run)")
     ap.add_argument("--m7-conns", type=int, default=16, help="M7: wrk connections (16)")
+    ap.add_argument("--m7-slice", type=int, default=1, help="M7: seconds of one arm's turn; "
+                    "the arms take turns until each has had --duration (1)")
     ap.add_argument("--m7-base-rev", help=argparse.SUPPRESS)
     ap.add_argument("--m7-base-commit", help=argparse.SUPPRESS)
     ap.add_argument("--port-base", type=int, default=24100)

@@ -241,6 +241,30 @@ def test_m7_ratios_by_round_their_median_and_the_rounds_that_met_the_target():
     eq(base["other_cpu_max"], 0.25, "the busiest round's other CPU")
 
 
+def m7_slice(requests, cpu_s, busy_s, p99, journald_s=0.0, errors=0):
+    return dict(requests=requests, duration_s=1.0, cpu_s=cpu_s, client_cpu_s=0.5, busy_s=busy_s,
+                journald_cpu_s=journald_s, p50_us=p99 // 4, p99_us=p99, errors=errors)
+
+
+def test_m7_row_adds_up_its_slices():
+    # 1000 + 3000 + 2000 requests in 3 s for 0.010 + 0.027 + 0.020 s of the server's CPU
+    slices = [m7_slice(1000, 0.010, 0.61, 400), m7_slice(3000, 0.027, 0.827, 500, 0.2, 2),
+              m7_slice(2000, 0.020, 1.12, 300)]
+    row = bench.m7_row(slices, 2)
+    eq((row["slices"], row["requests"], row["duration_s"], row["rps"]), (3, 6000, 3.0, 2000.0),
+       "requests and time")
+    eq(row["cpu_us_per_req"], 9.5, "CPU over all the slices ÷ all their requests")
+    eq((row["p99_us"], row["p50_us"]), (400, 100), "p99 and p50: the slices' medians")
+    eq(row["errors_total"], 2, "errors")
+    eq(row["journald_cpu_us_per_req"], round(0.2e6 / 6000, 3), "journald's CPU per request")
+    # other: 0.61-0.01-0.5 = 0.1, 0.827-0.027-0.5-0.2 = 0.1, 1.12-0.02-0.5 = 0.6, of 3 s × 2 CPUs
+    eq(row["other_cpu_share"], round(0.8 / 6, 3), "other CPU, net of journald's")
+    eq([x["cpu_us_per_req"] for x in row["by_slice"]], [10.0, 9.0, 10.0], "each slice's CPU/req")
+    eq([x["other_cpu_share"] for x in row["by_slice"]], [0.05, 0.05, 0.3], "each slice's other")
+    eq("journald_cpu_us_per_req" in bench.m7_row(slices[:1], 2), False,
+       "no journald figure for an arm without one")
+
+
 def test_m7_a_round_without_its_reference_is_left_out():
     rows = [r for r in M7_ROWS if (r["arm"], r["round"]) != ("base", 2)]
     head = bench.m7_summary(rows, m7_arms("head", "base"))[0]
@@ -256,8 +280,9 @@ def m7_result(rows, arms, skipped=()):
     return dict(command="contrib/bench/run --only m7 --m7-base afc5cbf",
                 date="2026-12-01 00:00:00 UTC", environment=env, parameters=dict(quick=False),
                 anomalies=["M7 round 2 base: {'read': 1}", "M1 something else"],
-                m7=dict(parameters=dict(conns=16, rounds=5, duration_s=10, warmup_s=2,
-                                        server_cpu=1, client_cpu=0, flags="--threads 1"),
+                m7=dict(parameters=dict(conns=16, rounds=5, duration_s=10, slice_s=1,
+                                        warmup_s=2, server_cpu=1, client_cpu=0,
+                                        flags="--threads 1"),
                         builds=dict(base=dict(dir="/b", commit="afc5cbf0123456789",
                                               source="git archive of afc5cbf",
                                               version="ramp (m0) 0.1.0")),
@@ -280,7 +305,12 @@ def test_m7_block_its_target_cells_and_a_skipped_pending_arm():
                  "- Not run: **metrics-on**, metrics on a socket of their own, O1 "
                  "(`M0_METRICS=127.0.0.1:{aux_port}`): pending: the host has no knob M0_METRICS "
                  "(its doctor lists none).",
-                 "- M7 round 2 base: {'read': 1}"):
+                 "- M7 round 2 base: {'read': 1}",
+                 "- 5 round(s); in each, every arm is started fresh and warmed up 2 s, then the "
+                 "arms take turns in 1 s slices (the order reversed every other slice) until "
+                 "each has had 10 s; the arm order rotates by one from round to round. "
+                 "`wrk -t1 -c16` on CPU 0, each server's process tree on CPU 1, "
+                 "`--threads 1`"):
         if want not in lines:
             raise AssertionError(f"no line {want!r} in:\n" + "\n".join(lines))
     if any("M1 something else" in x for x in lines):
