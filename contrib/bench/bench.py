@@ -1050,11 +1050,15 @@ class Bench:
                 why = "it needs unshare and journalctl (util-linux, systemd)"
             else:
                 d = tempfile.mkdtemp(prefix="journal-trial-", dir=self.tmp)
-                r = subprocess.run(journald_argv(d) + ["true"], capture_output=True, text=True,
-                                   timeout=60)
-                if r.returncode:
-                    why = ("contrib/bench/journald-ns could not start a journald: "
-                           f"{(r.stderr.strip() or f'exit {r.returncode}')[-300:]}")
+                p = spawn(journald_argv(d) + ["true"], self.logpath("journal-trial"))
+                try:
+                    rc = p.wait(60)
+                finally:
+                    stop(p)
+                if rc:
+                    with open(self.logpath("journal-trial")) as f:
+                        said = f.read().strip()[-300:]
+                    why = f"contrib/bench/journald-ns could not start a journald: {said or rc}"
                 shutil.rmtree(d, ignore_errors=True)
             self.m7_journald_why = why
         return self.m7_journald_why
@@ -2204,6 +2208,8 @@ def main():
     for x in a.m7_arms or ():
         if x not in [arm.name for arm in M7_ARMS]:
             ap.error(f"unknown M7 arm {x} (arms: {', '.join(arm.name for arm in M7_ARMS)})")
+    if a.m7_slice < 1 or a.m7_conns < 1:
+        ap.error("--m7-slice and --m7-conns take 1 or more")
     a.m7_base = a.m7_base and os.path.abspath(a.m7_base)
     if a.m7_base and not os.access(app_binary(a.m7_base, "ramp"), os.X_OK):
         ap.error(f"--m7-base {a.m7_base}: no apps/ramp there")
