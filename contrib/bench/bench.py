@@ -1028,9 +1028,10 @@ class Bench:
 
     def m7_doctor(self, arm):
         """(exit code, the doctor's closing JSON object or {}) for the arm's command line and
-        environment, with --doctor: what serving with them would do, binding nothing."""
-        argv = self.m7_argv(arm, 0) + ["--doctor"]
-        env = dict(os.environ, **self.m7_env(arm, 0))
+        environment, with --doctor: what serving with them would do, binding nothing. The
+        ports are free ones, as at a start, so that a check of the address can pass."""
+        argv = self.m7_argv(arm, self.next_port()) + ["--doctor"]
+        env = dict(os.environ, **self.m7_env(arm, self.next_port()))
         env.pop("NOTIFY_SOCKET", None)
         r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=30)
         try:
