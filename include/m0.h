@@ -63,13 +63,55 @@ enum {
         M0_ROUTE_BLOCKING = 1u << 1, /**< runs on the loop's pool when there is one */
 };
 
-/** One entry of an app's route table; the table ends with an entry whose `path` is NULL. */
+/**
+ * One entry of an app's route table; the table ends with an entry whose `path` is NULL. The
+ * table is compiled once at start: an entry it cannot take is a refusal (exit 78) naming it.
+ */
 typedef struct m0_route {
         const char *method; /**< "GET", "POST", …; NULL matches every method (HEAD matches GET) */
-        const char *path;   /**< exact path, or a prefix with M0_ROUTE_PREFIX */
+        /**
+         * The path (T1): segments between '/', each exact, or `:name` (one non-empty segment),
+         * or, last, `*name` (the rest of the path, possibly empty): "/todos/:id", or "/files/"
+         * then "*rest". With M0_ROUTE_PREFIX, a string prefix of the request path instead.
+         * Captures are read with m0_req_param().
+         */
+        const char *path;
         m0_handler_fn handler;
         unsigned flags; /**< M0_ROUTE_* */
+        /* Members added after the four above: an initializer that stops before them sets 0. */
+        /**
+         * The largest request body this route takes, in bytes (Q6); 0: --max-body-bytes, which
+         * is also the most it can be (a larger value is lowered to it). A body past it is
+         * answered 413 before it is read.
+         */
+        uint64_t max_body_bytes;
+        /**
+         * The media type a request body must have ("application/json"; a type with that suffix,
+         * "application/merge-patch+json", is taken too). A body of another type, or without a
+         * Content-Type, is answered 415 before it is read. NULL: any type.
+         */
+        const char *content_type;
 } m0_route;
+
+/**
+ * CORS (SPEC Q5): which web origins may call the app from a browser. Read once at start; an
+ * entry it cannot take is a refusal (exit 78).
+ */
+typedef struct m0_cors {
+        /**
+         * NULL-terminated: exact origins, as browsers send them ("https://app.example",
+         * "http://localhost:5173"), or the one entry "*" (any origin, without credentials).
+         */
+        const char *const *origins;
+        /** Nonzero: answers to a listed origin say Access-Control-Allow-Credentials: true (the
+         *  browser then sends cookies). Refused with "*". */
+        int credentials;
+        /** How long a browser may keep a preflight's answer, in seconds; 0: 600. */
+        unsigned max_age;
+        /** Response headers a script may read beyond the safelisted ones ("Location, ETag"),
+         *  or NULL. */
+        const char *expose_headers;
+} m0_cors;
 
 /**
  * The app descriptor, handed to m0_main(). Every callback is optional except that an app
@@ -91,7 +133,8 @@ typedef struct m0_app {
         void (*free)(void *state);
         /** Routes, tried in order; NULL-path terminated. May be NULL. */
         const m0_route *routes;
-        /** Called when no route matched (NULL: 404). Runs on the loop. */
+        /** Called when no route's path matched (NULL: 404); a path that matched a route of another
+         *  method is 405 whatever this is (T2). Runs on the loop. */
         m0_handler_fn dispatch;
         /**
          * Producer step, run on the producer thread with the producer's state. Returns the
@@ -110,6 +153,8 @@ typedef struct m0_app {
          * Runs on the coordinator before any handler exists.
          */
         int (*check)(char *finding, size_t finding_len, char *fix, size_t fix_len);
+        /** CORS for every answer (Q5); NULL: the host adds no Access-Control-* header. */
+        const m0_cors *cors;
 } m0_app;
 
 /**
@@ -138,6 +183,17 @@ M0_EXPORT const char *m0_req_query(m0_req *req, const char *name);
  * when absent, -EINVAL when not a number, -ERANGE outside [min, max].
  */
 M0_EXPORT int m0_req_query_int(m0_req *req, const char *name, long min, long max, long *ret);
+/* --- Route captures (SPEC T1) --- */
+
+/**
+ * The capture `name` of the route that matched (`:name` or `*name` in its path),
+ * percent-decoded ('+' stays '+'), NUL-terminated; NULL when that route has no such capture
+ * (or the request went to `dispatch`). A capture that decodes to a NUL, holds an encoded '/' in
+ * a `:name` segment, a malformed escape, or a "." or ".." segment was answered 400 before the
+ * handler ran. The string lives until the handler returns.
+ */
+M0_EXPORT const char *m0_req_param(const m0_req *req, const char *name);
+
 /** The first value of header `name` (case-insensitive), NUL-terminated; NULL when absent. */
 M0_EXPORT const char *m0_req_header(const m0_req *req, const char *name);
 /** How many header fields the request carried. */

@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* answer.c: the one path from a complete request to its answer: route it, run its handler on the
- * loop or hand it to the pool, and queue what it answered (H4, P1, S1, H6, X1). */
+/* answer.c: the one path from a request to its answer: route it (T1-T3, Q5, Q6), then run its
+ * handler on the loop or hand it to the pool, or make the host's own answer; and queue what it
+ * answered (H4, H7, P1, S1, H6, X1). */
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 #include "conn.h"
 #include "crash.h"
@@ -11,37 +15,220 @@
 #include "route.h"
 #include "sse.h"
 
+/* ---- what a request is to get ---- */
+
+static const char *field(const struct m0_rview *v, const char *name, size_t *ret_len)
+{
+        if (!v->req)
+                return m0__head_field(v->head, v->head_len, name, ret_len);
+        const char *s = m0_req_header(v->req, name);
+        *ret_len = s ? strlen(s) : 0;
+        return s;
+}
+
+/*
+ * Whether the Content-Type `v` (n bytes; NULL when absent) is route r's media type: the same
+ * type, parameters aside, case-insensitive, or one with its subtype as a suffix (RFC 6839:
+ * "application/merge-patch+json" for "application/json").
+ */
+static bool ctype_ok(const struct m0_croute *r, const char *v, size_t n)
+{
+        if (!v)
+                return false;
+        size_t t = 0;
+        while (t < n && v[t] != ';')
+                t++;
+        while (t && (v[t - 1] == ' ' || v[t - 1] == '\t'))
+                t--;
+        if (t == r->ctype_len && strncasecmp(v, r->ctype, t) == 0)
+                return true;
+        const char *slash = memchr(r->ctype, '/', r->ctype_len);
+        size_t tl = (size_t)(slash - r->ctype) + 1; /* "application/" */
+        size_t sl = r->ctype_len - tl;              /* "json" */
+        return t > tl + sl + 1 && strncasecmp(v, r->ctype, tl) == 0 && v[t - sl - 1] == '+' &&
+               strncasecmp(v + t - sl, slash + 1, sl) == 0;
+}
+
+/* The route that matched: its captures bound (or, before the head is indexed, checked), its
+ * body's type checked when it has one. */
+static void decide_route(const struct m0_rview *v, m0_req *bind, bool has_body,
+                         struct m0_decision *d)
+{
+        const struct m0_croute *r = d->m.route;
+        d->body_limit = r->max_body;
+        int b = 0;
+        if (r->nparams)
+                b = m0__req_bind(bind, v->path, &d->m);
+        else if (bind) {
+                bind->route = r;
+                bind->nparams = 0;
+        }
+        if (b < 0) {
+                d->status = b == -EINVAL ? 400 : 503;
+                return;
+        }
+        if (has_body && r->ctype) {
+                size_t n = 0;
+                const char *ct = field(v, "content-type", &n);
+                if (!ctype_ok(r, ct, n)) {
+                        d->status = 415;
+                        return;
+                }
+        }
+        d->fn = r->def->handler;
+        d->blocking = r->blocking;
+}
+
+/* The requests routing does not find in the table: the asterisk-form, and CORS preflights. */
+static bool decide_special(const struct m0_host *h, const struct m0_rview *v, struct m0_decision *d)
+{
+        size_t n;
+        if (v->path_len == 1 && v->path[0] == '*') {
+                /* The asterisk-form is OPTIONS's alone (RFC 9112 3.2.4): the app's methods. */
+                d->m.route = NULL;
+                d->m.path_known = false;
+                d->m.nparams = 0;
+                d->m.allow = h->router.methods;
+                d->status = v->method == HTTP_OPTIONS ? 204 : 400;
+                return true;
+        }
+        if (!field(v, "origin", &n) || !field(v, "access-control-request-method", &n))
+                return false;
+        /* Q5: a preflight is the host's to answer, for a path some route takes. */
+        m0__router_match(&h->router, -1, v->path, v->path_len, &d->m);
+        if (!d->m.path_known)
+                return false;
+        d->status = 204;
+        d->preflight = true;
+        return true;
+}
+
+/* What is not a route without captures: captures, a body's type, 405, dispatch, 404. */
+static void decide_rest(const struct m0_host *h, const struct m0_rview *v, m0_req *bind,
+                        bool has_body, struct m0_decision *d)
+{
+        if (d->m.route) {
+                decide_route(v, bind, has_body, d);
+        } else if (d->m.path_known) {
+                /* T2: a path of other methods is 405 whatever dispatch is; OPTIONS says them. */
+                d->status = v->method == HTTP_OPTIONS ? 204 : 405;
+        } else if (h->app->dispatch) {
+                d->fn = h->app->dispatch;
+        } else {
+                d->status = 404;
+        }
+}
+
+void m0__route_decide(const struct m0_host *h, const struct m0_rview *v, m0_req *bind,
+                      bool has_body, struct m0_decision *d)
+{
+        d->status = 0;
+        d->preflight = false;
+        d->blocking = false;
+        d->fn = NULL;
+        d->body_limit = h->cfg.max_body_bytes;
+        if (bind)
+                bind->route = NULL;
+        if (v->path[0] == '*' || (h->cors.on && v->method == HTTP_OPTIONS))
+                if (decide_special(h, v, d))
+                        return;
+        m0__router_match(&h->router, v->method, v->path, v->path_len, &d->m);
+        const struct m0_croute *r = d->m.route;
+        if (r && !r->nparams && !(has_body && r->ctype)) {
+                /* the common case, kept short: an exact route taking the method */
+                if (bind) {
+                        bind->route = r;
+                        bind->nparams = 0;
+                }
+                d->fn = r->def->handler;
+                d->blocking = r->blocking;
+                d->body_limit = r->max_body;
+                return;
+        }
+        decide_rest(h, v, bind, has_body, d);
+}
+
+/* The access log's line (M0_ACCESS_LOG), for the handlers' answers and the host's alike. */
+static void access_log(struct m0_loop *l, const m0_req *req, int status, size_t bytes, bool on_pool)
+{
+        if (l->host->cfg.access_log)
+                m0__log(M0_LOG_INFO, l->index, NULL, "%s %s %d %zu%s", req->method, req->path,
+                        status, bytes, on_pool ? " (pool)" : "");
+}
+
+void m0__route_answer(struct m0_conn *c, const struct m0_rview *v, const struct m0_decision *d,
+                      bool is_head, enum m0_conn_mode conn)
+{
+        struct m0_loop *l = c->loop;
+        const struct m0_host *h = l->host;
+        struct m0_buf lines = {0};
+        char allow[512];
+        int r = 0;
+        m0__router_allow(&h->router, d->m.allow, allow, sizeof(allow));
+        if (d->status == 405 || d->status == 204)
+                r = m0__buf_printf(&lines, "Allow: %s\r\n", allow);
+        if (r == 0 && h->cors.on) {
+                size_t on = 0, hn = 0;
+                const char *origin = field(v, "origin", &on);
+                if (d->preflight) {
+                        const char *rh = field(v, "access-control-request-headers", &hn);
+                        r = m0__cors_preflight(&h->cors, origin, on, allow, rh, hn, &lines);
+                } else
+                        r = m0__cors_answer(&h->cors, origin, on, &lines);
+        }
+        struct m0_host_answer a = {
+                .status = r == 0 ? d->status : 503,
+                .conn = r == 0 ? conn : M0__CONN_CLOSE,
+                .head_only = is_head,
+                .headers = lines.data,
+                .headers_len = r == 0 ? lines.len : 0,
+        };
+        if (m0__res_error(l, &a, &l->wbuf) < 0 || a.conn == M0__CONN_CLOSE)
+                c->closing = true;
+        m0__buf_free(&lines);
+        if (v->req)
+                access_log(l, v->req, a.status, 0, false);
+}
+
+/* ---- the answer of a handler ---- */
+
 /*
  * Queue the answer `res` to `req` in the loop's wbuf, for a loop or a pool handler alike: the
  * stream's head for a HEAD on a stream route (H6), else the serialized response; a response
- * that cannot be serialized is a 500. `keep`: the connection may go on after it; a drain that
- * began meanwhile still closes it (X1).
+ * that cannot be serialized is a 500. `conn`: what the answer says of the connection; a drain
+ * that began meanwhile still closes it (X1).
  */
-static void answer(struct m0_conn *c, const m0_req *req, const m0_res *res, bool is_head, bool keep,
-                   bool on_pool)
+static void answer(struct m0_conn *c, const m0_req *req, m0_res *res, bool is_head,
+                   enum m0_conn_mode conn, bool on_pool)
 {
         struct m0_loop *l = c->loop;
         struct m0_host *h = l->host;
         if (atomic_load_explicit(&h->stopping, memory_order_relaxed))
-                keep = false;
+                conn = M0__CONN_CLOSE;
         size_t mark = l->wbuf.len;
-        int r = res->stream ? m0__sse_head(l, res, !keep, &l->wbuf)
-                            : m0__res_serialize(l, res, is_head, !keep, &l->wbuf);
+        int r = 0;
+        if (h->cors.on) {
+                const char *origin = m0_req_header(req, "origin");
+                r = m0__cors_answer(&h->cors, origin, origin ? strlen(origin) : 0, &res->head);
+        }
+        if (r == 0)
+                r = res->stream ? m0__sse_head(l, res, conn == M0__CONN_CLOSE, &l->wbuf)
+                                : m0__res_serialize(l, res, is_head, conn, &l->wbuf);
         if (r < 0) {
                 l->wbuf.len = mark; /* no half-written head goes out before the 500 */
-                (void)m0__res_error(l, 500, &l->wbuf);
-                keep = false;
+                struct m0_host_answer a = {.status = 500, .conn = M0__CONN_CLOSE};
+                (void)m0__res_error(l, &a, &l->wbuf);
+                conn = M0__CONN_CLOSE;
         }
-        if (h->cfg.access_log)
-                m0__log(M0_LOG_INFO, l->index, NULL, "%s %s %d %zu%s", req->method, req->path,
-                        res->status, res->body.len, on_pool ? " (pool)" : "");
-        if (!keep)
+        access_log(l, req, res->status, res->body.len, on_pool);
+        if (conn == M0__CONN_CLOSE)
                 c->closing = true;
 }
 
 /* Hand the request to the loop's pool (P1). False when there is no memory for the job: it is
  * then answered on the loop rather than not at all. */
-static bool to_pool(struct m0_conn *c, const m0_req *req, m0_handler_fn fn, bool is_head, bool keep)
+static bool to_pool(struct m0_conn *c, const m0_req *req, m0_handler_fn fn, bool is_head,
+                    enum m0_conn_mode conn)
 {
         struct m0_job *job = m0__job_new(c, req);
         if (!job)
@@ -49,11 +236,36 @@ static bool to_pool(struct m0_conn *c, const m0_req *req, m0_handler_fn fn, bool
         job->fn = fn;
         job->loop = c->loop;
         job->is_head = is_head;
-        job->keep_alive = keep;
+        job->conn_mode = conn;
         c->busy = true;
         m0__timer_unlink(c);
         m0__pool_submit(&c->loop->pool, job);
         return true;
+}
+
+/* Run `fn` on the loop and queue its answer, or begin its stream. */
+static void run_here(struct m0_conn *c, m0_req *req, m0_handler_fn fn, bool is_head,
+                     enum m0_conn_mode conn)
+{
+        struct m0_loop *l = c->loop;
+        struct m0_host *h = l->host;
+        m0__res_reset(&l->res);
+        m0__thread_request_set(h, req->method, req->path);
+        m0__app_run(fn, req, &l->res, l->thread.state);
+        m0__thread_request_set(h, NULL, NULL);
+        if (!l->res.stream || is_head) {
+                answer(c, req, &l->res, is_head, conn, false);
+                return;
+        }
+        if (h->cors.on) {
+                const char *origin = m0_req_header(req, "origin");
+                if (m0__cors_answer(&h->cors, origin, origin ? strlen(origin) : 0, &l->res.head) <
+                    0) {
+                        m0__conn_refuse(c, 503);
+                        return;
+                }
+        }
+        m0__sse_begin(c, req, &l->res);
 }
 
 void m0__conn_dispatch(struct m0_conn *c)
@@ -80,20 +292,23 @@ void m0__conn_dispatch(struct m0_conn *c)
         req->loop = l->index;
         req->thread = -1;
         req->arena.len = 0;
-        bool blocking = false;
-        int status = 0;
-        m0_handler_fn fn = m0__app_route(h->app, req, is_head, &blocking, &status);
-        if (fn && blocking && l->pool.nthreads > 0 && to_pool(c, req, fn, is_head, keep))
-                goto done;
-        m0__res_reset(&l->res);
-        m0__thread_request_set(h, req->method, req->path);
-        m0__app_run(h->app, fn, status, req, &l->res, l->thread.state);
-        m0__thread_request_set(h, NULL, NULL);
-        if (l->res.stream && !is_head)
-                m0__sse_begin(c, req, &l->res);
-        else
-                answer(c, req, &l->res, is_head, keep, false);
-done:
+        /* H7: an HTTP/1.0 connection is kept only when it asked, and then says so. */
+        enum m0_conn_mode conn = !keep                       ? M0__CONN_CLOSE
+                                 : c->parser.http_minor == 0 ? M0__CONN_KEEP_ALIVE
+                                                             : M0__CONN_KEEP;
+        struct m0_rview v = {.method = c->parser.method,
+                             .path = req->path,
+                             .path_len = req->path_len,
+                             .req = req};
+        struct m0_decision d;
+        m0__route_decide(h, &v, req, c->routed, &d);
+        if (d.status)
+                m0__route_answer(c, &v, &d, is_head,
+                                 atomic_load_explicit(&h->stopping, memory_order_relaxed)
+                                         ? M0__CONN_CLOSE
+                                         : conn);
+        else if (!d.blocking || l->pool.nthreads == 0 || !to_pool(c, req, d.fn, is_head, conn))
+                run_here(c, req, d.fn, is_head, conn);
         /* A large body's buffer is not kept for the next request. */
         if (c->body.cap > 64 * 1024)
                 m0__buf_free(&c->body);
@@ -102,7 +317,18 @@ done:
 
 void m0__conn_refuse(struct m0_conn *c, int status)
 {
-        (void)m0__res_error(c->loop, status, &c->loop->wbuf);
+        struct m0_loop *l = c->loop;
+        char allow[520] = "Allow: ";
+        struct m0_host_answer a = {.status = status, .conn = M0__CONN_CLOSE};
+        if (status == 405) {
+                /* CONNECT (RFC 9110 9.3.6): the app's methods, as for OPTIONS * */
+                size_t n = m0__router_allow(&l->host->router, l->host->router.methods, allow + 7,
+                                            sizeof(allow) - 9);
+                memcpy(allow + 7 + n, "\r\n", 2);
+                a.headers = allow;
+                a.headers_len = 7 + n + 2;
+        }
+        (void)m0__res_error(l, &a, &l->wbuf);
         c->closing = true;
 }
 
@@ -117,7 +343,7 @@ void m0__conn_job_done(struct m0_job *job)
         }
         c->busy = false;
         m0__slice_begin(c);
-        answer(c, &job->req, &job->res, job->is_head, job->keep_alive, true);
+        answer(c, &job->req, &job->res, job->is_head, job->conn_mode, true);
         m0__job_free(job);
         m0__conn_resume(c);
 }

@@ -178,6 +178,34 @@ static void check_bus(struct m0_host *h, struct m0_check *c)
         pass(c, "%.500s", detail);
 }
 
+/* T1: the route table, compiled before the checks; a bad pattern is named with its route. */
+static void check_routes(struct m0_host *h, struct m0_check *c)
+{
+        const struct m0_router *rt = &h->router;
+        if (rt->err[0])
+                fail(c, rt->fix, "%s", rt->err);
+        else
+                pass(c, "%u route%s compiled into %u trie nodes; the first in table order wins",
+                     rt->nroutes, rt->nroutes == 1 ? "" : "s", rt->nnodes);
+}
+
+/* Q5: the app's CORS origins. */
+static void check_cors(struct m0_host *h, struct m0_check *c)
+{
+        const struct m0_cors_c *k = &h->cors;
+        if (k->err[0])
+                fail(c, k->fix, "%s", k->err);
+        else if (!k->on)
+                pass(c, "off: no Access-Control-* header is sent");
+        else if (k->any)
+                pass(c, "every origin ('*'), without credentials; preflights kept %u s",
+                     k->max_age);
+        else
+                pass(c, "%zu origin%s%s; preflights kept %u s", k->norigins,
+                     k->norigins == 1 ? "" : "s", k->credentials ? ", with credentials" : "",
+                     k->max_age);
+}
+
 static const struct {
         const char *name;
         void (*run)(struct m0_host *h, struct m0_check *c);
@@ -189,6 +217,8 @@ static const struct {
         {"listen-sockets", check_listen_sockets},
         {"limits", check_limits},
         {"bus", check_bus},
+        {"routes", check_routes},
+        {"cors", check_cors},
 };
 
 int m0__checks_run(struct m0_host *h, struct m0_check *out, size_t n_out, size_t *ret_n)

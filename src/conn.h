@@ -15,6 +15,7 @@
 #include "list.h"
 #include "loop.h"
 
+struct m0_host;
 struct m0_job;
 
 enum m0_phase {
@@ -46,11 +47,16 @@ struct m0_conn {
         bool lingering;   /* output out, write side shut; dropping the client's bytes */
         bool busy;        /* a pool thread is answering the current request */
         bool indexed;     /* the current head is already indexed into the loop's request */
-        int err_status;   /* the status a callback chose when it stopped the parser */
+        bool routed;      /* a request with a body, routed at headers-complete (Q6, H8) */
+        bool discard;     /* ... to a host answer: its body is read and dropped */
+        int err_status;   /* the status a callback chose when it stopped the parser, or
+                             M0__ERR_ANSWERED when it answered already */
         uint32_t tail;    /* the last four bytes parsed: a chunked body must end in CRLF CRLF */
 
         struct m0_buf body;
-        struct m0_buf out; /* bytes the socket did not take yet */
+        uint64_t body_limit; /* the route's bound on the body being read (Q6) */
+        uint64_t body_seen;  /* bytes of it so far, kept or dropped */
+        struct m0_buf out;   /* bytes the socket did not take yet */
         size_t out_off;
         uint32_t nreq;
 
@@ -74,6 +80,9 @@ struct m0_conn {
         uint64_t cursor;      /* the last event id this stream was sent */
         struct m0_link slink; /* on loop->streams */
 };
+
+/* A parser callback answered the request itself, then stopped the parser. */
+#define M0__ERR_ANSWERED (-1)
 
 /* ---- conn.c: lifetime, reads, writes ---- */
 
@@ -129,6 +138,39 @@ void m0__slice_begin(struct m0_conn *c);
 size_t m0__conn_parse(struct m0_conn *c, char *base, size_t len, size_t pos);
 
 /* ---- answer.c: the one path from a complete request to its answer ---- */
+
+/* What routing reads of a request (T1, Q5, Q6): its method and path, and its fields, from the
+ * loop's indexed request or, for a request with a body at headers-complete, from its head. */
+struct m0_rview {
+        int method; /* llhttp's number */
+        const char *path;
+        size_t path_len;
+        const m0_req *req; /* indexed: its fields through m0_req_header() */
+        const char *head;  /* else the head m0__http_head_parse() accepted */
+        size_t head_len;
+};
+
+/* What a request is to get: its handler, or an answer of the host's. */
+struct m0_decision {
+        int status;     /* 0: run `fn`; else the host answers this (204, 400, 404, 405, 415) */
+        bool preflight; /* ... to a CORS preflight (Q5) */
+        bool blocking;  /* `fn` is M0_ROUTE_BLOCKING */
+        m0_handler_fn fn;
+        uint64_t body_limit; /* the body it may have (Q6) */
+        struct m0_match m;
+};
+
+/*
+ * Route request `v` (T1-T3) and decide what it gets (Q5; `has_body`: it has one, whose type
+ * is then checked). With `bind`, the route and its captures are bound into that request;
+ * without, the captures are only checked. The loop's thread.
+ */
+void m0__route_decide(const struct m0_host *h, const struct m0_rview *v, m0_req *bind,
+                      bool has_body, struct m0_decision *d);
+/* Queue the host's answer of `d` to `v` in the loop's wbuf: its Allow and CORS lines, through
+ * m0__res_error(); `conn` closing the connection closes it. */
+void m0__route_answer(struct m0_conn *c, const struct m0_rview *v, const struct m0_decision *d,
+                      bool is_head, enum m0_conn_mode conn);
 
 /* The request parse.c just completed: route it, run its handler on the loop or hand it to the
  * pool, and queue its answer in the loop's wbuf. */

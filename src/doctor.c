@@ -170,6 +170,78 @@ struct facts {
         int code;
 };
 
+static const char *const kind_names[] = {"exact", "pattern", "prefix"};
+
+/* The compiled table (T3), one line per route in the order they are tried. */
+static void human_routes(const struct m0_host *h, FILE *out)
+{
+        const struct m0_router *rt = &h->router;
+        fprintf(out, "routes: %u compiled into %u trie nodes%s; dispatch: %s\n", rt->nroutes,
+                rt->nnodes, rt->err[0] ? " (the table is refused, see check routes)" : "",
+                h->app->dispatch ? "for paths no route matches" : "none (404)");
+        for (uint32_t i = 0; i < rt->nroutes; i++) {
+                const struct m0_croute *r = &rt->routes[i];
+                fprintf(out, "  route %u: %s %s  %s", i, r->def->method ? r->def->method : "*",
+                        r->def->path, kind_names[r->kind]);
+                for (unsigned k = 0; k < r->nparams; k++)
+                        fprintf(out, "%s%.*s", k ? "," : ", captures ", r->name_len[k], r->name[k]);
+                fprintf(out, "%s, body at most %llu bytes", r->blocking ? ", blocking" : "",
+                        (unsigned long long)r->max_body);
+                if (r->ctype)
+                        fprintf(out, ", body of type %s", r->ctype);
+                fputc('\n', out);
+        }
+}
+
+static void json_routes(const struct m0_host *h, FILE *out)
+{
+        const struct m0_router *rt = &h->router;
+        fprintf(out, "\"routes\":{\"compiled\":%s,\"nodes\":%u,\"dispatch\":%s,\"table\":[",
+                rt->err[0] ? "false" : "true", rt->nnodes, h->app->dispatch ? "true" : "false");
+        for (uint32_t i = 0; i < rt->nroutes; i++) {
+                const struct m0_croute *r = &rt->routes[i];
+                fprintf(out, "%s{\"index\":%u,\"method\":", i ? "," : "", i);
+                if (r->def->method)
+                        json_str(out, r->def->method);
+                else
+                        fputs("null", out);
+                fputs(",\"path\":", out);
+                json_str(out, r->def->path);
+                fprintf(out, ",\"kind\":\"%s\",\"captures\":[", kind_names[r->kind]);
+                for (unsigned k = 0; k < r->nparams; k++) {
+                        char name[72];
+                        snprintf(name, sizeof(name), "%.*s", r->name_len[k], r->name[k]);
+                        fputs(k ? "," : "", out);
+                        json_str(out, name);
+                }
+                fprintf(out, "],\"blocking\":%s,\"max_body_bytes\":%llu,\"content_type\":",
+                        r->blocking ? "true" : "false", (unsigned long long)r->max_body);
+                if (r->ctype)
+                        json_str(out, r->ctype);
+                else
+                        fputs("null", out);
+                fputc('}', out);
+        }
+        fputs("]},\"cors\":", out);
+        const struct m0_cors_c *c = &h->cors;
+        if (!c->on) {
+                fputs("null,", out);
+                return;
+        }
+        fputs("{\"origins\":[", out);
+        for (size_t i = 0; i < c->norigins; i++) {
+                fputs(i ? "," : "", out);
+                json_str(out, c->origins[i]);
+        }
+        fprintf(out, "],\"credentials\":%s,\"max_age\":%u,\"expose_headers\":",
+                c->credentials ? "true" : "false", c->max_age);
+        if (c->expose)
+                json_str(out, c->expose);
+        else
+                fputs("null", out);
+        fputs("},", out);
+}
+
 static void human_lines(struct m0_host *h, const struct facts *f, struct each *e,
                         const struct m0_check *checks, size_t n, bool refused, FILE *out)
 {
@@ -188,6 +260,11 @@ static void human_lines(struct m0_host *h, const struct facts *f, struct each *e
                 fprintf(out, "app limits: max_threads %u\n", app->max_threads);
         else
                 fprintf(out, "app limits: max_threads 0 (no limit)\n");
+        human_routes(h, out);
+        if (h->cors.on)
+                fprintf(out, "cors: %zu origin%s%s, preflights kept %u s\n", h->cors.norigins,
+                        h->cors.norigins == 1 ? "" : "s",
+                        h->cors.credentials ? ", with credentials" : "", h->cors.max_age);
         if (h->sockets.passed)
                 for (size_t i = 0; i < h->sockets.n; i++)
                         fprintf(out, "socket: fd %d '%s' %s\n", h->sockets.v[i].fd,
@@ -248,6 +325,7 @@ static void json_line(struct m0_host *h, const struct facts *f, struct each *e,
                 "\"handlers\":%u},",
                 cfg->threads, f->pool, h->app->step ? "true" : "false", f->handlers);
         fprintf(out, "\"app_limits\":{\"max_threads\":%u},", h->app->max_threads);
+        json_routes(h, out);
         json_sockets_watchdog(h, f, out);
         fprintf(out, "\"fd_store\":{\"event_state_passed\":%s},",
                 h->sockets.store_fd >= 0 ? "true" : "false");

@@ -11,10 +11,12 @@
 #include "bus.h"
 #include "compute.h"
 #include "config.h"
+#include "cors.h"
 #include "handler.h"
 #include "loop.h"
 #include "m0.h"
 #include "producer.h"
+#include "route.h"
 #include "thread.h"
 #include "util.h"
 
@@ -23,6 +25,8 @@
 struct m0_host {
         const m0_app *app;
         struct m0_config cfg;
+        struct m0_router router; /* the app's routes, compiled before the checks (T1) */
+        struct m0_cors_c cors;   /* the app's CORS, checked before the checks (Q5) */
         struct m0_sockets sockets;
         struct m0_loop *loops;
         int nloops;

@@ -219,6 +219,27 @@ static int header_fields(struct head_walk *w, char *head, const struct m0_config
         }
 }
 
+/* The path of the request-target [t, t + n), whose query begins at q (NULL: none): up to it, and in absolute-form past
+ * "scheme://authority" ("/" when that has no path). The asterisk-form "*" is its own path. */
+static inline void target_path(const char *t, size_t n, const char *q, const char **ret,
+                               size_t *ret_len)
+{
+        size_t pn = q ? (size_t)(q - t) : n;
+        if (t[0] != '/' && !(pn == 1 && t[0] == '*')) {
+                const char *a = memmem(t, pn, "://", 3);
+                const char *slash = a ? memchr(a + 3, '/', pn - (size_t)(a + 3 - t)) : NULL;
+                if (!slash) {
+                        *ret = "/";
+                        *ret_len = 1;
+                        return;
+                }
+                pn -= (size_t)(slash - t);
+                t = slash;
+        }
+        *ret = t;
+        *ret_len = pn;
+}
+
 /* Method, path and query into `req`, cut out of the request line. */
 static void index_target(const struct head_walk *w, char *head, struct m0_req *req)
 {
@@ -228,20 +249,46 @@ static void index_target(const struct head_walk *w, char *head, struct m0_req *r
         head[w->target_end - p] = '\0';
         char *t = head + (w->target - p);
         char *q = memchr(t, '?', w->tlen);
+        target_path(t, w->tlen, q, &req->path, &req->path_len);
         if (q) {
                 *q = '\0';
                 req->query = q + 1;
         } else {
                 req->query = "";
         }
-        if (t[0] != '/' && strcmp(t, "*") != 0) {
-                /* absolute-form: the path starts at the first '/' after "scheme://" */
-                char *a = strstr(t, "://");
-                char *slash = a ? strchr(a + 3, '/') : NULL;
-                t = slash ? slash : (char *)"/";
-        }
-        req->path = t;
         req->nheaders = w->nfields;
+}
+
+void m0__http_target(const char *head, size_t len, const char **ret_path, size_t *ret_len)
+{
+        const char *t = memchr(head, ' ', len);
+        t = t ? t + 1 : head + len;
+        const char *e = memchr(t, ' ', len - (size_t)(t - head));
+        size_t n = e ? (size_t)(e - t) : 0;
+        target_path(t, n, memchr(t, '?', n), ret_path, ret_len);
+}
+
+const char *m0__head_field(const char *head, size_t len, const char *name, size_t *ret_len)
+{
+        size_t nn = strlen(name);
+        const char *end = head + len;
+        const char *p = memchr(head, '\n', len);
+        while (p && ++p < end && *p != '\r') {
+                /* checked already (H3): every line ends in CRLF, and no value holds a CR */
+                const char *eol = memchr(p, '\r', (size_t)(end - p));
+                if (!eol)
+                        return NULL;
+                const char *colon = memchr(p, ':', (size_t)(eol - p));
+                if (colon && (size_t)(colon - p) == nn && strncasecmp(p, name, nn) == 0) {
+                        const char *v = colon + 1;
+                        size_t vn = (size_t)(eol - v);
+                        trim(&v, &vn);
+                        *ret_len = vn;
+                        return v;
+                }
+                p = eol + 1;
+        }
+        return NULL;
 }
 
 int m0__http_head_parse(char *head, size_t avail, const struct m0_config *cfg, struct m0_req *req,

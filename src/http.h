@@ -23,4 +23,11 @@ extern const unsigned char m0__vchar[256];
 int m0__http_head_parse(char *head, size_t avail, const struct m0_config *cfg, struct m0_req *req,
                         size_t *ret_len);
 
+/* The path of a head m0__http_head_parse() accepted without indexing it: where it is in the head
+ * and its length (up to the query; past the authority of an absolute-form target). */
+void m0__http_target(const char *head, size_t len, const char **ret_path, size_t *ret_len);
+/* The first value of field `name` (case-insensitive) in such a head, OWS trimmed, and its
+ * length; NULL when absent. The value is not NUL-terminated. */
+const char *m0__head_field(const char *head, size_t len, const char *name, size_t *ret_len);
+
 #endif /* M0_HTTP_H */

@@ -124,6 +124,7 @@ void m0__loop_destroy(struct m0_loop *l)
         free(l->req.headers);
         l->req.headers = NULL;
         m0__buf_free(&l->req.arena);
+        m0__buf_free(&l->req.params);
         m0__buf_free(&l->res.head);
         m0__buf_free(&l->res.body);
         m0__buf_free(&l->wbuf);

@@ -18,6 +18,8 @@ static int on_message_begin(llhttp_t *p)
         c->req_started = false;
         c->err_status = 0;
         c->body.len = 0;
+        c->routed = false; /* body_ahead() routes a request with a body, and bounds it */
+        c->discard = false;
         /* Its first byte may have come before this parse (on_readable, keep_rest). */
         if (!c->read_deadline)
                 m0__read_begin(c, M0_TIMER_HEAD);
@@ -32,6 +34,61 @@ static int on_method(llhttp_t *p, const char *at, size_t len)
         if (!c->req_started) {
                 c->req_off = (uint32_t)(at - c->loop->cur_base);
                 c->req_started = true;
+        }
+        return 0;
+}
+
+/* The request's expectation (RFC 9110 10.1.1): 0 none (or HTTP/1.0's, which is ignored), 1
+ * 100-continue, -1 one the host does not know (417). */
+static int expectation(const llhttp_t *p, const char *head, size_t hl)
+{
+        size_t n = 0;
+        const char *e = p->http_minor >= 1 ? m0__head_field(head, hl, "expect", &n) : NULL;
+        if (!e)
+                return 0;
+        return n == 12 && strncasecmp(e, "100-continue", 12) == 0 ? 1 : -1;
+}
+
+/*
+ * A request with a body whose head is whole, before one byte of the body is taken (Q6, H8): it is
+ * routed now. One the host answers itself (404, 405, 415, a capture's 400, OPTIONS) has its body
+ * read and dropped when it comes anyway within the bound; a client holding the body back for
+ * 100-continue, or announcing more than the bound, gets that answer now, and the connection
+ * closes. One to serve is refused 413 past its route's bound, and else asked for its body.
+ */
+static int body_ahead(struct m0_conn *c, char *head, size_t hl)
+{
+        llhttp_t *p = &c->parser;
+        struct m0_loop *l = c->loop;
+        m0__read_begin(c, M0_TIMER_BODY);
+        m0__wait_read(c);
+        int expect = expectation(p, head, hl);
+        if (expect < 0) {
+                c->err_status = 417;
+                return -1;
+        }
+        struct m0_rview v = {.method = p->method, .head = head, .head_len = hl};
+        m0__http_target(head, hl, &v.path, &v.path_len);
+        struct m0_decision d;
+        m0__route_decide(l->host, &v, NULL, true, &d);
+        c->routed = true;
+        c->body_limit = d.body_limit;
+        c->body_seen = 0;
+        bool over = (p->flags & F_CONTENT_LENGTH) && p->content_length > d.body_limit;
+        if (over && !d.status)
+                d.status = 413; /* routing's answer: it carries the app's CORS lines (Q5) */
+        if (d.status) {
+                c->discard = true;
+                if (!expect && !over)
+                        return 0;
+                m0__route_answer(c, &v, &d, p->method == HTTP_HEAD, M0__CONN_CLOSE);
+                c->err_status = M0__ERR_ANSWERED;
+                return -1;
+        }
+        if (expect) {
+                static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+                if (m0__buf_append(&l->wbuf, cont, sizeof(cont) - 1) < 0)
+                        return -1;
         }
         return 0;
 }
@@ -58,51 +115,24 @@ static int on_headers_complete(llhttp_t *p)
         c->indexed = !has_body;
         c->head_len = (uint32_t)hl;
         c->read_deadline = 0; /* the head is whole */
-        if ((p->flags & F_CONTENT_LENGTH) && p->content_length > cfg->max_body_bytes) {
-                c->err_status = 413;
-                return -1;
-        }
         if (p->method == HTTP_CONNECT) {
                 c->err_status = 405;
                 return -1;
         }
         c->phase = PH_BODY;
-        if (has_body) {
-                m0__read_begin(c, M0_TIMER_BODY);
-                m0__wait_read(c);
-                /* Expect: 100-continue — ask for the body the client is holding back. */
-                if (p->http_minor >= 1) {
-                        const char *e = head;
-                        const char *hend = head + hl;
-                        static const char want[] = "\r\nexpect:";
-                        for (const char *x = e; x + sizeof(want) - 1 < hend; x++) {
-                                if (*x != '\r' || strncasecmp(x, want, sizeof(want) - 1) != 0)
-                                        continue;
-                                const char *v = x + sizeof(want) - 1;
-                                while (*v == ' ' || *v == '\t')
-                                        v++;
-                                if (strncasecmp(v, "100-continue", 12) == 0) {
-                                        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-                                        if (m0__buf_append(&l->wbuf, cont, sizeof(cont) - 1) < 0)
-                                                return -1;
-                                } else {
-                                        c->err_status = 417;
-                                        return -1;
-                                }
-                                break;
-                        }
-                }
-        }
-        return 0;
+        return has_body ? body_ahead(c, head, hl) : 0;
 }
 
 static int on_body(llhttp_t *p, const char *at, size_t len)
 {
         struct m0_conn *c = p->data;
-        if (c->body.len + len > c->loop->host->cfg.max_body_bytes) {
+        if (c->body_seen + len > c->body_limit) {
                 c->err_status = 413;
                 return -1;
         }
+        c->body_seen += len;
+        if (c->discard)
+                return 0; /* the host answers it: nothing of the body is kept */
         if (m0__buf_append(&c->body, at, len) < 0) {
                 c->err_status = 500;
                 return -1;
@@ -208,7 +238,10 @@ size_t m0__conn_parse(struct m0_conn *c, char *base, size_t len, size_t pos)
                         pos = len;
                         break;
                 }
-                m0__conn_refuse(c, c->err_status ? c->err_status : 400);
+                if (c->err_status == M0__ERR_ANSWERED)
+                        c->closing = true;
+                else
+                        m0__conn_refuse(c, c->err_status ? c->err_status : 400);
                 pos = len;
         }
         if (c->closing || c->busy || c->stream)

@@ -74,7 +74,8 @@ static char *put(char **at, const char *s)
 struct m0_job *m0__job_new(struct m0_conn *c, const m0_req *req)
 {
         size_t size = sizeof(struct m0_header) * req->nheaders + str_size(req->method) +
-                      str_size(req->path) + str_size(req->query) + req->body_len + 1;
+                      str_size(req->path) + str_size(req->query) + req->body_len + 1 +
+                      req->params.len;
         for (size_t i = 0; i < req->nheaders; i++)
                 size += str_size(req->headers[i].name) + str_size(req->headers[i].value);
         struct m0_job *job = calloc(1, sizeof(*job));
@@ -96,7 +97,17 @@ struct m0_job *m0__job_new(struct m0_conn *c, const m0_req *req)
         job->req.nheaders = req->nheaders;
         job->req.method = put(&at, req->method);
         job->req.path = put(&at, req->path);
+        job->req.path_len = req->path_len;
         job->req.query = put(&at, req->query);
+        /* The route's captures, decoded on the loop: offsets into a copy of their own. */
+        job->req.route = req->route;
+        job->req.nparams = req->nparams;
+        memcpy(job->req.param, req->param, sizeof(req->param));
+        if (req->params.len)
+                memcpy(at, req->params.data, req->params.len);
+        job->req.params.data = at;
+        job->req.params.len = req->params.len;
+        at += req->params.len;
         if (req->body_len)
                 memcpy(at, req->body, req->body_len);
         at[req->body_len] = '\0';
@@ -137,7 +148,7 @@ static void run_job(struct m0_pool_thread *t, struct m0_job *job)
         struct m0_host *h = l->host;
         job->req.thread = t->index;
         m0__thread_request_set(h, job->req.method, job->req.path);
-        m0__app_run(h->app, job->fn, 0, &job->req, &job->res, t->thread.state);
+        m0__app_run(job->fn, &job->req, &job->res, t->thread.state);
         m0__thread_request_set(h, NULL, NULL);
         if (job->res.stream_refused || job->res.stream) {
                 /* P2: a stream lives on a loop; a pool thread cannot hold one. */

@@ -24,9 +24,9 @@ struct m0_job {
         struct m0_loop *loop;
         m0_handler_fn fn;
         bool is_head;
-        bool keep_alive;
-        struct m0_req req; /* points into `mem` */
-        struct m0_res res; /* built on the pool thread */
+        enum m0_conn_mode conn_mode; /* what its answer says of the connection (H7) */
+        struct m0_req req;           /* points into `mem` */
+        struct m0_res res;           /* built on the pool thread */
         char *mem;
 };
 

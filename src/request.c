@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* request.c: what a handler reads of its request. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -38,22 +39,50 @@ static int hexval(int ch)
         return -1;
 }
 
-/* Decode [s, s+n) (percent escapes and '+') into out; returns the decoded length. */
+ssize_t m0__pct_decode(const char *s, size_t n, char *out, unsigned flags)
+{
+        bool strict = flags & M0__PCT_STRICT;
+        size_t o = 0, seg = 0; /* the decoded segment so far, for the dot-segment check */
+        bool dots = true;
+        for (size_t i = 0; i < n; i++) {
+                unsigned char ch = (unsigned char)s[i];
+                if (ch == '+' && (flags & M0__PCT_PLUS)) {
+                        ch = ' ';
+                } else if (ch == '%') {
+                        int hi = i + 2 < n ? hexval(s[i + 1]) : -1;
+                        int lo = i + 2 < n ? hexval(s[i + 2]) : -1;
+                        if (hi >= 0 && lo >= 0) {
+                                ch = (unsigned char)(hi * 16 + lo);
+                                i += 2;
+                                if ((strict && ch == '\0') ||
+                                    ((flags & M0__PCT_NO_SLASH) && ch == '/'))
+                                        return -EINVAL;
+                        } else if (strict) {
+                                return -EINVAL;
+                        }
+                }
+                if (strict && ch == '/') {
+                        if (dots && seg && seg <= 2)
+                                return -EINVAL;
+                        seg = 0;
+                        dots = true;
+                } else if (strict) {
+                        seg++;
+                        dots = dots && ch == '.';
+                }
+                if (out)
+                        out[o] = (char)ch;
+                o++;
+        }
+        if (strict && dots && seg && seg <= 2)
+                return -EINVAL; /* "." or "..": a path a handler might resolve upwards */
+        return (ssize_t)o;
+}
+
+/* A query's decoding: percent escapes and '+', nothing refused. */
 static size_t decode(const char *s, size_t n, char *out)
 {
-        size_t o = 0;
-        for (size_t i = 0; i < n; i++) {
-                if (s[i] == '+') {
-                        out[o++] = ' ';
-                } else if (s[i] == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 &&
-                           hexval(s[i + 2]) >= 0) {
-                        out[o++] = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
-                        i += 2;
-                } else {
-                        out[o++] = s[i];
-                }
-        }
-        return o;
+        return (size_t)m0__pct_decode(s, n, out, M0__PCT_PLUS);
 }
 
 /*
@@ -137,6 +166,52 @@ int m0_req_query_int(m0_req *req, const char *name, long min, long max, long *re
                 return -ERANGE;
         *ret = x;
         return 0;
+}
+
+int m0__req_bind(m0_req *req, const char *path, const struct m0_match *m)
+{
+        const struct m0_croute *r = m->route;
+        if (req) {
+                req->route = r;
+                req->nparams = 0;
+                req->params.len = 0;
+        }
+        if (!r || !m->nparams)
+                return 0;
+        size_t need = 0;
+        for (unsigned k = 0; k < m->nparams; k++)
+                need += m->len[k] + 1;
+        if (req && m0__buf_reserve(&req->params, need) < 0)
+                return -ENOMEM;
+        for (unsigned k = 0; k < m->nparams; k++) {
+                /* %2F is refused in one segment's capture, taken in the rest's (T1) */
+                bool rest = r->rest && k + 1 == m->nparams;
+                unsigned flags = M0__PCT_STRICT | (rest ? 0 : M0__PCT_NO_SLASH);
+                char *out = req ? req->params.data + req->params.len : NULL;
+                ssize_t d = m0__pct_decode(path + m->off[k], m->len[k], out, flags);
+                if (d < 0)
+                        return -EINVAL;
+                if (req) {
+                        out[d] = '\0';
+                        req->param[k] = (uint32_t)req->params.len;
+                        req->params.len += (size_t)d + 1;
+                }
+        }
+        if (req)
+                req->nparams = m->nparams;
+        return 0;
+}
+
+const char *m0_req_param(const m0_req *req, const char *name)
+{
+        const struct m0_croute *r = req->route;
+        if (!r || !name)
+                return NULL;
+        size_t n = strlen(name);
+        for (unsigned k = 0; k < req->nparams; k++)
+                if (r->name_len[k] == n && memcmp(r->name[k], name, n) == 0)
+                        return req->params.data + req->param[k];
+        return NULL;
 }
 
 const char *m0_req_header(const m0_req *req, const char *name)

@@ -83,8 +83,8 @@ static char *utoa_rev(char *end, uint64_t v)
         return end;
 }
 
-int m0__res_serialize(struct m0_loop *l, const struct m0_res *res, bool head_only, bool close,
-                      struct m0_buf *out)
+int m0__res_serialize(struct m0_loop *l, const struct m0_res *res, bool head_only,
+                      enum m0_conn_mode conn, struct m0_buf *out)
 {
         int r = m0__buf_reserve(out, 160 + l->date_len + res->head.len +
                                              (head_only ? 0 : res->body.len));
@@ -109,9 +109,12 @@ int m0__res_serialize(struct m0_loop *l, const struct m0_res *res, bool head_onl
                 *p++ = '\r';
                 *p++ = '\n';
         }
-        if (close) {
+        if (conn == M0__CONN_CLOSE) {
                 memcpy(p, "Connection: close\r\n", 19);
                 p += 19;
+        } else if (conn == M0__CONN_KEEP_ALIVE) {
+                memcpy(p, "Connection: keep-alive\r\n", 24);
+                p += 24;
         }
         out->len = (size_t)(p - out->data);
         if (res->head.len) {
@@ -127,17 +130,32 @@ int m0__res_serialize(struct m0_loop *l, const struct m0_res *res, bool head_onl
         return 0;
 }
 
-int m0__res_error(struct m0_loop *l, int status, struct m0_buf *out)
+int m0__res_error(struct m0_loop *l, const struct m0_host_answer *a, struct m0_buf *out)
 {
-        char body[96];
-        int n = snprintf(body, sizeof(body), "%d %s\n", status, m0__status_reason(status));
-        struct m0_res res = {.status = status};
         static const char ct[] = "Content-Type: text/plain; charset=utf-8\r\n";
-        res.head.data = (char *)ct;
-        res.head.len = sizeof(ct) - 1;
-        res.body.data = body;
-        res.body.len = (size_t)n;
-        return m0__res_serialize(l, &res, false, true, out);
+        char body[96];
+        struct m0_res res = {.status = a->status};
+        bool text = a->status >= 400;
+        if (text) {
+                int n = snprintf(body, sizeof(body), "%d %s\n", a->status,
+                                 m0__status_reason(a->status));
+                res.body.data = body;
+                res.body.len = (size_t)n;
+        }
+        /* Without lines of its own the head is the constant one: a 503 for want of memory
+         * needs none. */
+        if (!a->headers_len) {
+                res.head.data = (char *)ct;
+                res.head.len = text ? sizeof(ct) - 1 : 0;
+                return m0__res_serialize(l, &res, a->head_only, a->conn, out);
+        }
+        int r = text ? m0__buf_append(&res.head, ct, sizeof(ct) - 1) : 0;
+        if (r == 0)
+                r = m0__buf_append(&res.head, a->headers, a->headers_len);
+        if (r == 0)
+                r = m0__res_serialize(l, &res, a->head_only, a->conn, out);
+        m0__buf_free(&res.head);
+        return r;
 }
 
 /* ---- the public builder ---- */

@@ -23,6 +23,8 @@ HOST_CHECKS = [
     "listen-sockets",
     "limits",
     "bus",
+    "routes",
+    "cors",
 ]
 
 
@@ -522,8 +524,9 @@ def test_D1_doctor_watchdog_is_what_serving_uses():
             rc, obj, raw = _doctor_raw(env, watchdog_pid_self=self_pid)
             eq(rc, 0, "doctor exit status")
             eq(obj["watchdog"], {"usec": usec, "detail": detail}, "watchdog")
-            eq(sorted(obj), ["app", "app_limits", "capabilities", "checks", "config", "exit",
-                             "fd_store", "sockets", "topology", "version", "watchdog"],
+            eq(sorted(obj), ["app", "app_limits", "capabilities", "checks", "config", "cors",
+                             "exit", "fd_store", "routes", "sockets", "topology", "version",
+                             "watchdog"],
                "members of the JSON object")
             s_rc, pings = _serve_watchdog(env, watchdog_pid_self=self_pid)
             eq(s_rc, rc, "serving's exit status vs the doctor's")

@@ -15,7 +15,9 @@ static const char *const names[] = {"threads-count",
                                     "blocking-vs-application",
                                     "listen-sockets",
                                     "limits",
-                                    "bus"};
+                                    "bus",
+                                    "routes",
+                                    "cors"};
 #define NCHECKS (sizeof(names) / sizeof(names[0]))
 
 static struct m0_host host;
@@ -203,6 +205,42 @@ START_TEST(listen_sockets)
 }
 END_TEST
 
+static int hello(m0_req *req, m0_res *res, void *state)
+{
+        (void)req;
+        (void)state;
+        return m0_res_text(res, 200, "hello\n");
+}
+
+START_TEST(routes_and_cors)
+{
+        /* T1, Q5: compiled before the checks; what they refuse is the check's finding */
+        static const m0_route good[] = {{"GET", "/a/:id", hello, 0}, {NULL, NULL, NULL, 0}};
+        app.routes = good;
+        ck_assert_int_eq(m0__router_build(&host.router, &app, &host.cfg), 0);
+        ck_assert_int_eq(m0__cors_build(&host.cors, NULL), 0);
+        ck_assert_int_eq(run(), -1);
+        ck_assert_str_eq(checks[7].detail,
+                         "1 route compiled into 3 trie nodes; the first in table order wins");
+        ck_assert_str_eq(checks[8].detail, "off: no Access-Control-* header is sent");
+        m0__router_free(&host.router);
+
+        static const m0_route bad[] = {{"GET", "/a/:id/:id", hello, 0}, {NULL, NULL, NULL, 0}};
+        app.routes = bad;
+        ck_assert_int_eq(m0__router_build(&host.router, &app, &host.cfg), -EINVAL);
+        static const char *const null_origin[] = {"null", NULL};
+        static const m0_cors cors = {.origins = null_origin};
+        ck_assert_int_eq(m0__cors_build(&host.cors, &cors), -EINVAL);
+        ck_assert_int_eq(run(), 7);
+        ck_assert(!checks[7].ok && !checks[8].ok);
+        ck_assert_str_eq(checks[7].detail,
+                         "route 0 (GET /a/:id/:id): the capture name 'id' appears twice");
+        ck_assert_str_eq(checks[7].fix, "give each capture of a route its own name");
+        ck_assert_str_eq(checks[8].fix, "list the origins that may call the app");
+        m0__router_free(&host.router);
+}
+END_TEST
+
 START_TEST(fewer_slots_than_checks)
 {
         host.cfg.workers = 2;
@@ -306,6 +344,7 @@ static Suite *checks_suite(void)
         tcase_add_test(tc, blocking_vs_application);
         tcase_add_test(tc, first_failure_is_named);
         tcase_add_test(tc, listen_sockets);
+        tcase_add_test(tc, routes_and_cors);
         tcase_add_test(tc, fewer_slots_than_checks);
         tcase_add_test(tc, limits);
         suite_add_tcase(s, tc);

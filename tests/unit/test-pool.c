@@ -403,7 +403,7 @@ START_TEST(job_copies_the_request)
         ck_assert_ptr_null(j->link.next);
         ck_assert_ptr_null(j->loop);
         ck_assert(j->fn == NULL);
-        ck_assert(!j->is_head && !j->keep_alive);
+        ck_assert(!j->is_head && j->conn_mode == M0__CONN_KEEP);
         ck_assert_int_eq(j->res.status, 200);
         ck_assert(j->res.on_pool); /* what makes m0_res_stream refuse (P2) */
         ck_assert(!j->res.stream && !j->res.stream_refused);

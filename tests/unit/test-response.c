@@ -34,7 +34,9 @@ static void teardown(void)
 static void serialize(bool head_only, bool close)
 {
         out.len = 0;
-        ck_assert_int_eq(m0__res_serialize(loop, &res, head_only, close, &out), 0);
+        ck_assert_int_eq(m0__res_serialize(loop, &res, head_only,
+                                           close ? M0__CONN_CLOSE : M0__CONN_KEEP, &out),
+                         0);
 }
 
 START_TEST(ok_with_header_and_body)
@@ -137,8 +139,8 @@ START_TEST(serialize_appends)
         /* pipelined responses are batched into one buffer */
         ck_assert_int_eq(m0__buf_append(&out, "PREV", 4), 0);
         ck_assert_int_eq(m0_res_write(&res, "a", 1), 0);
-        ck_assert_int_eq(m0__res_serialize(loop, &res, false, false, &out), 0);
-        ck_assert_int_eq(m0__res_serialize(loop, &res, false, true, &out), 0);
+        ck_assert_int_eq(m0__res_serialize(loop, &res, false, M0__CONN_KEEP, &out), 0);
+        ck_assert_int_eq(m0__res_serialize(loop, &res, false, M0__CONN_CLOSE, &out), 0);
         ck_assert_buf_lit(out, "PREV"
                                "HTTP/1.1 200 OK\r\nServer: m0\r\nDate: X\r\nContent-Length: 1\r\n"
                                "\r\na"
@@ -186,9 +188,16 @@ START_TEST(large_body_and_head)
 }
 END_TEST
 
+/* A host answer that closes the connection, as the head's refusals are. */
+static int refusal(int status)
+{
+        struct m0_host_answer a = {.status = status, .conn = M0__CONN_CLOSE};
+        return m0__res_error(loop, &a, &out);
+}
+
 START_TEST(error_answers)
 {
-        ck_assert_int_eq(m0__res_error(loop, 413, &out), 0);
+        ck_assert_int_eq(refusal(413), 0);
         ck_assert_buf_lit(out, "HTTP/1.1 413 Content Too Large\r\n"
                                "Server: m0\r\n"
                                "Date: X\r\n"
@@ -198,7 +207,7 @@ START_TEST(error_answers)
                                "\r\n"
                                "413 Content Too Large\n");
         out.len = 0;
-        ck_assert_int_eq(m0__res_error(loop, 431, &out), 0);
+        ck_assert_int_eq(refusal(431), 0);
         ck_assert_buf_lit(out, "HTTP/1.1 431 Request Header Fields Too Large\r\n"
                                "Server: m0\r\n"
                                "Date: X\r\n"
@@ -208,7 +217,7 @@ START_TEST(error_answers)
                                "\r\n"
                                "431 Request Header Fields Too Large\n");
         out.len = 0;
-        ck_assert_int_eq(m0__res_error(loop, 400, &out), 0);
+        ck_assert_int_eq(refusal(400), 0);
         ck_assert_buf_lit(out, "HTTP/1.1 400 Bad Request\r\n"
                                "Server: m0\r\n"
                                "Date: X\r\n"
@@ -217,6 +226,61 @@ START_TEST(error_answers)
                                "Content-Type: text/plain; charset=utf-8\r\n"
                                "\r\n"
                                "400 Bad Request\n");
+}
+END_TEST
+
+START_TEST(http10_keep_alive_is_said)
+{
+        /* H7: an HTTP/1.0 connection kept says so, or the client waits for the close */
+        ck_assert_int_eq(m0_res_write(&res, "a", 1), 0);
+        ck_assert_int_eq(m0__res_serialize(loop, &res, false, M0__CONN_KEEP_ALIVE, &out), 0);
+        ck_assert_buf_lit(out, "HTTP/1.1 200 OK\r\nServer: m0\r\nDate: X\r\nContent-Length: 1\r\n"
+                               "Connection: keep-alive\r\n\r\na");
+}
+END_TEST
+
+START_TEST(host_answers_of_routing)
+{
+        /* T2: a 405 keeps the connection and carries its Allow line after the type */
+        static const char allow[] = "Allow: GET, HEAD, OPTIONS\r\n";
+        struct m0_host_answer a = {
+                .status = 405, .headers = allow, .headers_len = sizeof(allow) - 1};
+        ck_assert_int_eq(m0__res_error(loop, &a, &out), 0);
+        ck_assert_buf_lit(out, "HTTP/1.1 405 Method Not Allowed\r\n"
+                               "Server: m0\r\n"
+                               "Date: X\r\n"
+                               "Content-Length: 23\r\n"
+                               "Content-Type: text/plain; charset=utf-8\r\n"
+                               "Allow: GET, HEAD, OPTIONS\r\n"
+                               "\r\n"
+                               "405 Method Not Allowed\n");
+        /* to a HEAD: the same head, no body */
+        out.len = 0;
+        a.head_only = true;
+        a.conn = M0__CONN_KEEP_ALIVE;
+        ck_assert_int_eq(m0__res_error(loop, &a, &out), 0);
+        ck_assert_buf_lit(out, "HTTP/1.1 405 Method Not Allowed\r\n"
+                               "Server: m0\r\n"
+                               "Date: X\r\n"
+                               "Content-Length: 23\r\n"
+                               "Connection: keep-alive\r\n"
+                               "Content-Type: text/plain; charset=utf-8\r\n"
+                               "Allow: GET, HEAD, OPTIONS\r\n"
+                               "\r\n");
+        /* OPTIONS: 204, no length, no type, no body */
+        out.len = 0;
+        a = (struct m0_host_answer){
+                .status = 204, .headers = allow, .headers_len = sizeof(allow) - 1};
+        ck_assert_int_eq(m0__res_error(loop, &a, &out), 0);
+        ck_assert_buf_lit(out, "HTTP/1.1 204 No Content\r\nServer: m0\r\nDate: X\r\n"
+                               "Allow: GET, HEAD, OPTIONS\r\n\r\n");
+        /* and a 404 without lines of its own */
+        out.len = 0;
+        a = (struct m0_host_answer){.status = 404};
+        ck_assert_int_eq(m0__res_error(loop, &a, &out), 0);
+        ck_assert_buf_lit(out, "HTTP/1.1 404 Not Found\r\nServer: m0\r\nDate: X\r\n"
+                               "Content-Length: 14\r\n"
+                               "Content-Type: text/plain; charset=utf-8\r\n\r\n404 Not Found\n");
 }
 END_TEST
 
@@ -396,6 +460,8 @@ static Suite *response_suite(void)
         tcase_add_test(tc, serialize_appends);
         tcase_add_test(tc, large_body_and_head);
         tcase_add_test(tc, error_answers);
+        tcase_add_test(tc, http10_keep_alive_is_said);
+        tcase_add_test(tc, host_answers_of_routing);
         tcase_add_test(tc, reasons);
         tcase_add_test(tc, status_range);
         tcase_add_test(tc, header_refusals);
