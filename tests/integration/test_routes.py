@@ -489,7 +489,8 @@ CORS_LIST = [
     row("a body to a CORS route", body_req(b"POST", b"/upload", b"abc", origin(APP)),
         ans(200, b"abc", Access_Control_Allow_Origin=APP)),
     row("a 413 before the body", b"POST /upload HTTP/1.1\r\nHost: test\r\nContent-Length: 99\r\n"
-        + origin(APP) + EXPECT + b"\r\n", ans(413, TOO_LARGE), "close"),
+        + origin(APP) + EXPECT + b"\r\n",
+        ans(413, TOO_LARGE, Access_Control_Allow_Origin=APP, Vary="Origin"), "close"),
     row("a 405 before the body", b"POST /health HTTP/1.1\r\nHost: test\r\nContent-Length: 9\r\n"
         + origin(APP) + EXPECT + b"\r\n",
         ans(405, NOT_ALLOWED, Access_Control_Allow_Origin=APP, Vary="Origin"), "close"),
