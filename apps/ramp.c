@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* ramp: the reference app of the benchmarks (SPEC A2): a tiny route, a view that computes, a slow one. */
+/* ramp: the reference app of the benchmarks (SPEC A2): a tiny route, a view that computes, a slow
+ * one; and, for what a large route table costs (M7, T1), routes of no use registered before them. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -9,6 +10,8 @@
 #include <time.h>
 
 #include <m0.h>
+
+#include "common.h"
 
 #define ROWS 4096
 #define DIM 256
@@ -191,15 +194,85 @@ static const m0_route routes[] = {
         {"GET", "/x/slow", slow, M0_ROUTE_BLOCKING},
         {NULL, NULL, NULL, 0},
 };
+#define NROUTES (sizeof(routes) / sizeof(routes[0]) - 1)
 
-static const m0_app app = {
-        .name = "ramp",
-        .make = make,
-        .free = state_free,
-        .routes = routes,
-};
+/* M0_RAMP_EXTRA_ROUTES: at most this many routes before ramp's own. */
+#define EXTRA_MAX 10000
+
+static long extra_routes;
+
+/* What every extra route answers: it exists to be passed over, not asked for. */
+static int extra(m0_req *req, m0_res *res, void *state)
+{
+        int r = where(res, state);
+        return r < 0 ? r : m0_res_text(res, 200, m0_req_path(req));
+}
+
+static int check(char *finding, size_t flen, char *fix, size_t xlen)
+{
+        if (extra_routes < 0 || extra_routes > EXTRA_MAX) {
+                snprintf(finding, flen, "M0_RAMP_EXTRA_ROUTES is not a number from 0 to %d",
+                         EXTRA_MAX);
+                snprintf(fix, xlen, "set M0_RAMP_EXTRA_ROUTES from 0 to %d, or unset it",
+                         EXTRA_MAX);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+/*
+ * The table: `n` extra routes, then ramp's own, so that each extra one comes first in table
+ * order (T3) and a router that tried them in turn would pay for every one on /x/now. They are
+ * what an API's table holds: exact paths, one capture, a rest capture, several methods, some
+ * beside /x/now under /x/. Their paths live in `*ret_text` until the process ends. NULL: no
+ * memory.
+ */
+static m0_route *table(long n, char **ret_text)
+{
+        static const char *const methods[] = {"GET", "POST", "GET", "DELETE", "GET", "GET"};
+        static const char *const shapes[] = {"/api/v1/r%ld",     "/api/v1/r%ld",
+                                             "/api/v1/r%ld/:id", "/api/v1/r%ld/:id",
+                                             "/x/e%ld",          "/files/r%ld/*rest"};
+        const size_t nshapes = sizeof(shapes) / sizeof(shapes[0]);
+        m0_route *t = calloc((size_t)n + NROUTES + 1, sizeof(*t));
+        char *text = calloc((size_t)n, 32);
+        if (!t || !text) {
+                free(t);
+                free(text);
+                return NULL;
+        }
+        for (long i = 0; i < n; i++) {
+                char *path = text + i * 32;
+                snprintf(path, 32, shapes[(size_t)i % nshapes], i / (long)nshapes);
+                t[i] = (m0_route){methods[(size_t)i % nshapes], path, extra, 0};
+        }
+        memcpy(t + n, routes, sizeof(routes));
+        *ret_text = text;
+        return t;
+}
 
 int main(int argc, char **argv)
 {
-        return m0_main(&app, argc, argv);
+        static m0_app app = {
+                .name = "ramp",
+                .make = make,
+                .free = state_free,
+                .routes = routes,
+                .check = check,
+        };
+        extra_routes = app_env_long("M0_RAMP_EXTRA_ROUTES", 0, -1);
+        m0_route *t = NULL;
+        char *text = NULL;
+        if (extra_routes > 0 && extra_routes <= EXTRA_MAX) {
+                t = table(extra_routes, &text);
+                if (!t) {
+                        fprintf(stderr, "ramp: no memory for %ld extra routes\n", extra_routes);
+                        return 1;
+                }
+                app.routes = t;
+        }
+        int code = m0_main(&app, argc, argv);
+        free(t);
+        free(text);
+        return code;
 }

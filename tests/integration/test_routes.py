@@ -637,3 +637,30 @@ def test_table_size():
     eq(len(names), len(set(names)), "row names are unique")
     check(len(rows) >= 100, f"{len(rows)} rows")
 
+
+
+def test_M7_ramp_extra_routes():
+    """M0_RAMP_EXTRA_ROUTES=197 puts 197 routes before ramp's own four (bench M7's routes-200
+    arm): /x/now still answers, an extra route of each shape answers its path, the doctor lists
+    201 routes; a value that is no number, or past 10000, is refused 78 naming the variable."""
+    rc, out, _ = run_app("ramp", ["--doctor"], env={"M0_RAMP_EXTRA_ROUTES": "197"})
+    eq(rc, 0, "the doctor's exit with 197 extra routes")
+    doc = json.loads(out.strip().splitlines()[-1])
+    eq(len(doc["routes"]["table"]), 201, "routes in the compiled table")
+    eq(doc["routes"]["table"][197]["path"], "/x/", "ramp's own come after the extra ones")
+    with Server("ramp", env={"M0_RAMP_EXTRA_ROUTES": "197"}) as s:
+        s.wait_ready()
+        c = s.connect(timeout=5)
+        r = c.get("/x/now")
+        eq((r.status, r.body[:7]), (200, b'{"now":'), "/x/now behind 197 routes")
+        for path, status in (("/api/v1/r3", 200), ("/api/v1/r3/7", 200), ("/x/e2", 200),
+                             ("/files/r1/a/b", 200), ("/api/v1/r40", 404), ("/x/nothing", 404)):
+            r = c.get(path)
+            eq(r.status, status, f"GET {path}")
+            if status == 200:
+                eq(r.body, path.encode(), f"GET {path}'s body")
+        c.close()
+    for bad in ("x", "-1", "10001"):
+        rc, _, err = run_app("ramp", env={"M0_RAMP_EXTRA_ROUTES": bad})
+        eq(rc, 78, f"M0_RAMP_EXTRA_ROUTES={bad}")
+        check("M0_RAMP_EXTRA_ROUTES" in err, f"the refusal names the variable: {err[-200:]}")
