@@ -355,7 +355,8 @@ static int by_node(const void *a, const void *b)
 static int file_ends(struct build *b)
 {
         struct m0_router *rt = b->rt;
-        qsort(b->ends, b->nends, sizeof(*b->ends), by_node);
+        if (b->nends) /* an app of dispatch alone has none, and qsort() takes no NULL */
+                qsort(b->ends, b->nends, sizeof(*b->ends), by_node);
         rt->ents = calloc(b->nends ? b->nends : 1, sizeof(*rt->ents));
         if (!rt->ents)
                 return -ENOMEM;
