@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "bus.h"
@@ -52,14 +53,39 @@ static int events(m0_req *req, m0_res *res, void *state)
         return m0_res_stream(res);
 }
 
+/* A route's captures, each as its length: decoded, they stay within the path (T1). */
+static int params(m0_req *req, m0_res *res, void *state)
+{
+        (void)state;
+        static const char *const names[] = {"id", "rest", "b"};
+        int r = 0;
+        for (size_t i = 0; r == 0 && i < sizeof(names) / sizeof(names[0]); i++) {
+                const char *v = m0_req_param(req, names[i]);
+                if (v && strlen(v) > strlen(m0_req_path(req)))
+                        __builtin_trap();
+                r = m0_res_printf(res, "%s=%zd ", names[i], v ? (ssize_t)strlen(v) : -1);
+        }
+        return r;
+}
+
 static const m0_route routes[] = {
         {NULL, "/echo", echo, 0},
         {"GET", "/json", json, M0_ROUTE_PREFIX},
         {"GET", "/events", events, 0},
+        /* T1-T3, Q6: captures both ways of the order rule, a bound and a type of their own */
+        {"GET", "/t/:id", params, 0},
+        {"GET", "/t/x", json, 0},
+        {"PUT", "/t/:id", echo, 0, 64, "application/json"},
+        {"POST", "/t", echo, 0, 16},
+        {"GET", "/f/exact", json, 0},
+        {"GET", "/f/*rest", params, 0},
+        {"OPTIONS", "/o/:id/:b", params, 0},
         {NULL, NULL, NULL, 0},
 };
 
-static const m0_app app = {.name = "fuzz", .routes = routes};
+static const char *const origins[] = {"https://a.example", "http://localhost:8080", NULL};
+static const m0_cors cors = {.origins = origins, .credentials = 1, .expose_headers = "Location"};
+static const m0_app app = {.name = "fuzz", .routes = routes, .cors = &cors};
 static struct m0_host host;
 static struct m0_loop *loop;
 
@@ -80,6 +106,9 @@ static void setup(void)
                 abort();
         fclose(devnull);
         host.app = &app;
+        if (m0__router_build(&host.router, &app, &host.cfg) < 0 ||
+            m0__cors_build(&host.cors, app.cors) < 0)
+                abort();
         host.nloops = 1;
         host.sockets.store_fd = -1;
         loop = calloc(1, sizeof(*loop));
