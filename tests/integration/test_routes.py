@@ -591,20 +591,25 @@ def test_H7_http10_keep_alive_cap_and_pool():
         c.expect_eof()
 
 
-def test_H7_ab_keep_alive_completes():
-    """ab -k speaks HTTP/1.0 with Connection: Keep-Alive; it waits for a close unless the
-    answer says keep-alive. 100,000 requests over 16 connections, none failed."""
+def ab_keep_alive(app_args, n):
+    """`ab -k -c 16 -n N` against host_check's /health: its counts by name."""
     ab = shutil.which("ab")
     check(ab is not None, "no ab (contrib/deps installs apache2-utils)")
-    with Server("host_check", args=["--max-keepalive-requests", "0"]) as s:
+    with Server("host_check", args=app_args) as s:
         s.wait_ready()
-        out = subprocess.run([ab, "-q", "-k", "-c", "16", "-n", "100000", "-s", "20",
+        out = subprocess.run([ab, "-q", "-k", "-c", "16", "-n", str(n), "-s", "20",
                               f"http://127.0.0.1:{s.port}/health"],
                              capture_output=True, text=True, timeout=120)
         check(out.returncode == 0, f"ab exited {out.returncode}: {out.stderr[-500:]}")
-        fields = dict(re.findall(r"^([A-Za-z -]+):\s+(\S+)", out.stdout, re.M))
-        eq((fields.get("Complete requests"), fields.get("Failed requests"),
-            fields.get("Keep-Alive requests")), ("100000", "0", "100000"), "ab's counts")
+        return dict(re.findall(r"^([A-Za-z -]+):\s+(\S+)", out.stdout, re.M))
+
+
+def test_H7_ab_keep_alive_completes():
+    """ab -k speaks HTTP/1.0 with Connection: Keep-Alive; it waits for a close unless the
+    answer says keep-alive. 100,000 requests over 16 connections, none failed."""
+    fields = ab_keep_alive(["--max-keepalive-requests", "0"], 100000)
+    eq((fields.get("Complete requests"), fields.get("Failed requests"),
+        fields.get("Keep-Alive requests")), ("100000", "0", "100000"), "ab's counts")
 
 
 test_H7_ab_keep_alive_completes.timeout = 180
@@ -613,19 +618,11 @@ test_H7_ab_keep_alive_completes.timeout = 180
 def test_H7_ab_keep_alive_with_the_default_cap():
     """With the default cap each connection closes after its 1000th answer (which says close);
     ab reconnects and none fails."""
-    ab = shutil.which("ab")
-    check(ab is not None, "no ab (contrib/deps installs apache2-utils)")
-    with Server("host_check") as s:
-        s.wait_ready()
-        out = subprocess.run([ab, "-q", "-k", "-c", "16", "-n", "20000", "-s", "20",
-                              f"http://127.0.0.1:{s.port}/health"],
-                             capture_output=True, text=True, timeout=120)
-        check(out.returncode == 0, f"ab exited {out.returncode}: {out.stderr[-500:]}")
-        fields = dict(re.findall(r"^([A-Za-z -]+):\s+(\S+)", out.stdout, re.M))
-        eq((fields.get("Complete requests"), fields.get("Failed requests")), ("20000", "0"),
-           "ab's counts")
-        check(int(fields.get("Keep-Alive requests", "0")) >= 20000 - 20 * 16,
-              f"keep-alive requests: {fields.get('Keep-Alive requests')}")
+    fields = ab_keep_alive([], 20000)
+    eq((fields.get("Complete requests"), fields.get("Failed requests")), ("20000", "0"),
+       "ab's counts")
+    check(int(fields.get("Keep-Alive requests", "0")) >= 20000 - 20 * 16,
+          f"keep-alive requests: {fields.get('Keep-Alive requests')}")
 
 
 test_H7_ab_keep_alive_with_the_default_cap.timeout = 120
