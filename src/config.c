@@ -88,6 +88,8 @@ static const struct m0_knob knobs[] = {
          "pipelined requests one connection runs per turn before the loop serves the others"},
         {"turn-budget-ms", "M0_TURN_BUDGET_MS", "10", K_U32, OFF(turn_budget_ms), 1, 10000,
          "a loop's turn serves connections this long; the rest waits for the next, served first"},
+        {"turn-items", "M0_TURN_ITEMS", "64", K_U32, OFF(turn_items), 1, 1000000,
+         "a turn takes this many items (a connection's slice, a timer, a message, 64 frames)"},
         {"linger-ms", "M0_LINGER_MS", "2000", K_U32, OFF(linger_ms), 0, 60000,
          "after a last response, read and drop the client's bytes this long before closing"},
         {"bus", "M0_BUS", "local", K_URI, OFF(bus), 0, sizeof(((struct m0_config *)0)->bus),

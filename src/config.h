@@ -47,6 +47,7 @@ struct m0_config {
         uint32_t channel_frames;
         uint32_t slice_requests;
         uint32_t turn_budget_ms;
+        uint32_t turn_items;
         char bus[1024]; /* "local", or a PostgreSQL URI (G1; src/pgbus.h) */
         uint32_t bus_queue;
         uint32_t bus_replay_max;

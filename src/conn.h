@@ -71,9 +71,8 @@ struct m0_conn {
 
         /* On the loop's run queue (D41): work left for a later turn, and the epoll events
          * that turn is to handle. */
-        bool queued;
+        struct m0_task task;
         uint32_t qevents;
-        struct m0_link qlink;
 
         /* A server-sent event stream (S1): the connection parses nothing more. */
         bool stream;

@@ -35,6 +35,8 @@ void m0__loop_prepare(struct m0_loop *l, struct m0_host *h, int index)
         l->reserve_fd = -1;
         pthread_mutex_init(&l->mb_lock, NULL);
         pthread_mutex_init(&l->cur_lock, NULL);
+        for (int i = 0; i < M0_TASK_N; i++)
+                l->src_task[i].kind = (int8_t)i;
         m0__thread_init(&l->thread, M0_THREAD_LOOP, index, -1, m0__loop_main, l);
 }
 
@@ -104,7 +106,9 @@ void m0__loop_destroy(struct m0_loop *l)
         free(l->listen_fds);
         l->listen_fds = NULL;
         struct m0_link *n;
-        while ((n = m0__list_pop(&l->mb))) {
+        /* what the loop took and had not handled comes first, as it would have */
+        m0__list_append(&l->mb_got, &l->mb);
+        while ((n = m0__list_pop(&l->mb_got))) {
                 struct m0_msg *m = M0__CONTAINER_OF(n, struct m0_msg, link);
                 if (m->kind == M0_MSG_CONN && m->fd >= 0)
                         close(m->fd);
@@ -207,11 +211,15 @@ static void cut_all(struct m0_loop *l)
                         m0__conn_close(c);
                 }
         }
-        /* Connections the loop still owed answers to when the bound came */
-        struct m0_conn *q;
-        while ((q = M0__LIST_FIRST(&l->runq, struct m0_conn, qlink))) {
+        /* Connections the loop still owed answers to when the bound came; the loop's own
+         * sources keep their places */
+        for (struct m0_link *q = l->runq.head, *next; q; q = next) {
+                struct m0_task *t = M0__CONTAINER_OF(q, struct m0_task, link);
+                next = q->next;
+                if (t->kind != M0_TASK_CONN)
+                        continue;
                 l->cut++;
-                m0__conn_close(q);
+                m0__conn_close(M0__CONTAINER_OF(t, struct m0_conn, task));
         }
         if (l->cut)
                 m0__log(M0_LOG_ERR, l->index, M0_MID_DRAIN_TIMEOUT,
@@ -219,27 +227,27 @@ static void cut_all(struct m0_loop *l)
                         l->index, (unsigned long long)l->cut, l->cut == 1 ? "" : "s");
 }
 
-/* Deliver what the loop's channel holds, when a publish said there is something (D44). The flag
- * is only looked at first: the exchange is for when it is set. */
+/* Deliver what the loop's channel holds, when a publish said there is something (D44), a turn's
+ * worth of it (D85): frames left over wait for their place on the run queue. The flag is only
+ * looked at first: the exchange is for when it is set. */
 static void deliver_pending(struct m0_loop *l)
 {
         if (atomic_load_explicit(&l->bus_pending, memory_order_relaxed) &&
-            atomic_exchange(&l->bus_pending, false))
-                m0__sse_deliver(l);
+            !l->src_task[M0_TASK_FRAMES].queued && atomic_exchange(&l->bus_pending, false) &&
+            m0__sse_deliver(l))
+                m0__turn_leave(l, M0_TASK_FRAMES);
 }
 
-static void drain_mailbox(struct m0_loop *l)
+/* The messages the loop has taken, in order, a turn's worth (D85); the rest keep their place. */
+static void handle_messages(struct m0_loop *l)
 {
-        uint64_t v;
-        if (read(l->mb_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-                return;
-        deliver_pending(l);
-        struct m0_list got = {0};
-        pthread_mutex_lock(&l->mb_lock);
-        m0__list_append(&got, &l->mb);
-        pthread_mutex_unlock(&l->mb_lock);
         struct m0_link *n;
-        while ((n = m0__list_pop(&got))) {
+        while (l->mb_got.head) {
+                if (!m0__turn_take(l)) {
+                        m0__turn_leave(l, M0_TASK_MAILBOX);
+                        return;
+                }
+                n = m0__list_pop(&l->mb_got);
                 struct m0_msg *m = M0__CONTAINER_OF(n, struct m0_msg, link);
                 switch (m->kind) {
                 case M0_MSG_CONN:
@@ -255,13 +263,34 @@ static void drain_mailbox(struct m0_loop *l)
         }
 }
 
+/* The mailbox's eventfd: what was posted joins what the loop took before, behind it. */
+static void drain_mailbox(struct m0_loop *l)
+{
+        uint64_t v;
+        if (read(l->mb_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+                return;
+        deliver_pending(l);
+        pthread_mutex_lock(&l->mb_lock);
+        m0__list_append(&l->mb_got, &l->mb);
+        pthread_mutex_unlock(&l->mb_lock);
+        if (!l->src_task[M0_TASK_MAILBOX].queued)
+                handle_messages(l);
+}
+
+/* The expired timers, oldest class first, a turn's worth (D85); the rest stay where they are,
+ * expired, and the timers' place on the run queue brings them back. */
 static void fire_timers(struct m0_loop *l)
 {
         for (int cls = M0_TIMER_IDLE; cls < M0_TIMER_N; cls++) {
                 struct m0_conn *c;
                 while ((c = M0__LIST_FIRST(&l->timers[cls], struct m0_conn, tlink)) &&
-                       c->deadline <= l->now_ms)
+                       c->deadline <= l->now_ms) {
+                        if (!m0__turn_take(l)) {
+                                m0__turn_leave(l, M0_TASK_TIMERS);
+                                return;
+                        }
                         m0__conn_timer_fire(c);
+                }
         }
 }
 
@@ -310,51 +339,99 @@ bool m0__turn_spent(struct m0_loop *l)
         return turn_clock_ms() >= l->turn_end_ms;
 }
 
+/* Whether the turn may take another item: it has taken none yet, or has items and time left. */
+static bool turn_open(struct m0_loop *l)
+{
+        return !l->turn_served || (l->turn_left && !m0__turn_spent(l));
+}
+
+bool m0__turn_take(struct m0_loop *l)
+{
+        if (!turn_open(l))
+                return false;
+        l->turn_served = true;
+        if (l->turn_left)
+                l->turn_left--;
+        return true;
+}
+
+static void task_queue(struct m0_loop *l, struct m0_task *t)
+{
+        if (t->queued)
+                return;
+        t->queued = true;
+        m0__list_push(&l->runq, &t->link);
+        l->runq_len++;
+}
+
+static void task_unqueue(struct m0_loop *l, struct m0_task *t)
+{
+        if (!t->queued)
+                return;
+        m0__list_unlink(&l->runq, &t->link);
+        t->queued = false;
+        l->runq_len--;
+}
+
 void m0__turn_defer(struct m0_conn *c, uint32_t events)
 {
-        struct m0_loop *l = c->loop;
         c->qevents |= events;
-        if (c->queued)
-                return;
-        c->queued = true;
-        m0__list_push(&l->runq, &c->qlink);
-        l->runq_len++;
+        c->task.kind = M0_TASK_CONN;
+        task_queue(c->loop, &c->task);
 }
 
 void m0__turn_forget(struct m0_conn *c)
 {
-        if (!c->queued)
-                return;
-        struct m0_loop *l = c->loop;
-        m0__list_unlink(&l->runq, &c->qlink);
-        c->queued = false;
+        task_unqueue(c->loop, &c->task);
         c->qevents = 0;
-        l->runq_len--;
 }
 
-/* Serve what the last turn left, first, in order: the connections queued when this turn began
- * (the first of them whatever the budget says), each with the events it was left with. */
-static void serve_queue(struct m0_loop *l)
+void m0__turn_leave(struct m0_loop *l, enum m0_task_kind kind)
 {
-        size_t n = l->runq_len;
-        struct m0_conn *c;
-        for (size_t i = 0; i < n && (c = M0__LIST_FIRST(&l->runq, struct m0_conn, qlink)); i++) {
-                if (i > 0 && m0__turn_spent(l))
-                        return;
+        task_queue(l, &l->src_task[kind]);
+}
+
+/* One entry of the run queue has its turn: a connection its events, a source a batch. */
+static void serve_task(struct m0_loop *l, struct m0_task *t)
+{
+        task_unqueue(l, t);
+        switch (t->kind) {
+        case M0_TASK_TIMERS: fire_timers(l); break;
+        case M0_TASK_MAILBOX: handle_messages(l); break;
+        case M0_TASK_FRAMES:
+                if (m0__sse_deliver(l))
+                        m0__turn_leave(l, M0_TASK_FRAMES);
+                break;
+        default: {
+                struct m0_conn *c = M0__CONTAINER_OF(t, struct m0_conn, task);
                 uint32_t events = c->qevents;
-                m0__turn_forget(c);
+                c->qevents = 0;
+                (void)m0__turn_take(l); /* the queue's first always runs (turn_open held) */
                 m0__conn_event(c, events);
                 deliver_pending(l);
         }
+        }
 }
 
-/* A connection's events: handled now, or queued behind the others once the budget is spent.
- * One already queued has its turn there; epoll reports it again meanwhile (level-triggered). */
+/* Serve what the last turn left, first, in order: the entries queued when this turn began (the
+ * first of them whatever the budget says), each a connection with the events it was left with
+ * or a source with a batch left (D41, D85). */
+static void serve_queue(struct m0_loop *l)
+{
+        size_t n = l->runq_len;
+        struct m0_link *q;
+        for (size_t i = 0; i < n && (q = l->runq.head) && turn_open(l); i++)
+                serve_task(l, M0__CONTAINER_OF(q, struct m0_task, link));
+}
+
+/* A connection's events: handled now, or queued behind the others once the turn is full (of
+ * items or of time). One already queued has its turn there; epoll reports it again meanwhile
+ * (level-triggered). */
 static void serve_event(struct m0_loop *l, struct m0_conn *c, uint32_t events)
 {
         if (c->fd < 0)
                 return; /* closed earlier in this batch */
-        if (c->queued || m0__turn_spent(l)) {
+        if (c->task.queued || !m0__turn_take(l)) {
                 m0__turn_defer(c, events);
                 return;
         }
@@ -366,14 +443,19 @@ static void serve_event(struct m0_loop *l, struct m0_conn *c, uint32_t events)
 
 int m0__loop_run_once(struct m0_loop *l, int timeout_ms)
 {
+        /* No more events than a turn takes items: epoll reports the ready ones it leaves out
+         * next time, in rotation (level-triggered), so they need no place on the run queue. */
         struct epoll_event evs[128];
-        int n = epoll_wait(l->epfd, evs, (int)M0__ARRAY_SIZE(evs),
+        uint32_t max = l->host->cfg.turn_items;
+        int n = epoll_wait(l->epfd, evs,
+                           max < M0__ARRAY_SIZE(evs) ? (int)max : (int)M0__ARRAY_SIZE(evs),
                            m0__list_empty(&l->runq) ? timeout_ms : 0);
         if (n < 0)
                 return errno == EINTR ? 0 : -errno;
         l->now_ms = m0__now_ms();
         l->turn_end_ms = turn_clock_ms() + l->turn_budget_ms;
         l->turn_served = false;
+        l->turn_left = l->host->cfg.turn_items;
         m0__loop_date(l);
         serve_queue(l);
         for (int i = 0; i < n; i++) {
@@ -388,7 +470,8 @@ int m0__loop_run_once(struct m0_loop *l, int timeout_ms)
                         serve_event(l, p, evs[i].events);
                 }
         }
-        fire_timers(l);
+        if (!l->src_task[M0_TASK_TIMERS].queued)
+                fire_timers(l); /* else their place on the run queue comes first */
         if (l->host->cfg.sse_heartbeat_ms && l->now_ms >= l->next_heartbeat_ms) {
                 if (!m0__list_empty(&l->streams))
                         m0__sse_heartbeat(l);

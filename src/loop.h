@@ -35,6 +35,25 @@ struct m0_msg {
         struct m0_job *job;
 };
 
+/*
+ * An entry of the loop's run queue (D41, D85): a connection with events left for a later turn,
+ * or one of the loop's own sources of work with more than a turn took of it. Each source keeps
+ * its remainder where it already waits in order; its entry holds its place among the rest.
+ */
+enum m0_task_kind {
+        M0_TASK_CONN = -1, /* the entry is a connection's (struct m0_conn's `task`) */
+        M0_TASK_TIMERS,    /* expired timers left in their classes */
+        M0_TASK_MAILBOX,   /* messages taken from the mailbox and not yet handled (`mb_got`) */
+        M0_TASK_FRAMES,    /* frames left in the loop's channel on the bus */
+        M0_TASK_N,
+};
+
+struct m0_task {
+        struct m0_link link; /* on loop->runq while `queued` */
+        int8_t kind;         /* enum m0_task_kind */
+        bool queued;
+};
+
 /* The loop's timer lists: one FIFO per class, each in deadline order (D6). */
 enum m0_timer_class {
         M0_TIMER_NONE = 0,
@@ -56,7 +75,8 @@ struct m0_loop {
         /* mailbox: any thread pushes under `mb_lock`; the loop drains. Woken on empty→non-empty. */
         int mb_fd;
         pthread_mutex_t mb_lock;
-        struct m0_list mb; /* of m0_msg, oldest first */
+        struct m0_list mb;     /* of m0_msg, oldest first */
+        struct m0_list mb_got; /* taken from `mb` by the loop, not yet handled (D85) */
 
         /* Connections this loop holds or has been promised (a hand-off on its way): the load
          * accept sharing balances. Written by any accepting loop, read by all. */
@@ -84,13 +104,16 @@ struct m0_loop {
         size_t date_len;
         uint64_t next_tick_ms;
 
-        /* The turn (D41): one epoll batch, after the run queue, within a budget. */
+        /* The turn (D41, D85): the run queue, then one epoll batch, within a budget of time and
+         * of items (connections served, timers fired, messages, frames). */
         uint64_t turn_budget_ms; /* turn-budget-ms, at most an eighth of the watchdog interval */
         uint64_t turn_end_ms;    /* this turn's budget ends here, on the coarse clock */
-        bool turn_served;        /* a connection was served in this turn */
+        bool turn_served;        /* an item was taken in this turn */
+        uint32_t turn_left;      /* items this turn may still take (turn-items) */
         uint32_t slice_left;     /* requests the connection being served may still run */
-        struct m0_list runq;     /* connections with work left for the next turn, in order */
+        struct m0_list runq;     /* of m0_task: work left for the next turn, in order */
         size_t runq_len;
+        struct m0_task src_task[M0_TASK_N]; /* the loop's sources' places on the run queue */
 
         struct m0_list dead; /* closed during this turn; freed after it (events may name them) */
         /* The buffer llhttp is parsing now: callbacks turn pointers into offsets. */
@@ -143,12 +166,17 @@ int m0__loop_post(struct m0_loop *l, struct m0_msg *m);
  * heartbeats and reaping. Returns how many events there were, or -errno. The loop's thread (or a
  * test driving it). */
 int m0__loop_run_once(struct m0_loop *l, int timeout_ms);
-/* Whether this turn's budget is spent, once a connection was served in it (the coarse clock). */
+/* Whether this turn's time is spent, once an item was taken in it (the coarse clock). */
 bool m0__turn_spent(struct m0_loop *l);
+/* Take one more item of work in this turn (D85): true for the turn's first whatever the budget,
+ * then while items and time are left; the item is counted. */
+bool m0__turn_take(struct m0_loop *l);
 /* Give `c` its turn later: to the run queue's tail (unless on it already) with `events`. */
 void m0__turn_defer(struct m0_conn *c, uint32_t events);
 /* Take `c` off the run queue (it is closing). */
 void m0__turn_forget(struct m0_conn *c);
+/* Source `src` has work left past this turn: it takes its place at the run queue's tail. */
+void m0__turn_leave(struct m0_loop *l, enum m0_task_kind kind);
 /* The loop's thread body; `arg` is its struct m0_loop. */
 void *m0__loop_main(void *arg);
 void m0__loop_date(struct m0_loop *l);

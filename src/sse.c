@@ -163,7 +163,7 @@ static void close_behind(struct m0_loop *l, const struct m0_refusal *r)
                 closed == 1 ? "" : "s");
 }
 
-void m0__sse_deliver(struct m0_loop *l)
+bool m0__sse_deliver(struct m0_loop *l)
 {
         struct m0_bus *b = &l->host->bus;
         for (;;) {
@@ -184,7 +184,9 @@ void m0__sse_deliver(struct m0_loop *l)
                 if (refused.count)
                         close_behind(l, &refused);
                 if (n < TAKE_BATCH)
-                        break;
+                        return false;
+                if (!m0__turn_take(l))
+                        return true; /* the rest waits for its place on the run queue (D85) */
         }
 }
 

@@ -17,8 +17,9 @@ struct m0_loop;
 int m0__sse_head(struct m0_loop *l, const m0_res *res, bool close, struct m0_buf *w);
 /* After the handler called m0_res_stream(): the stream's head, replay, and subscription. */
 void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res);
-/* A publish woke this loop: deliver the new frames to its streams. */
-void m0__sse_deliver(struct m0_loop *l);
+/* A publish woke this loop: deliver the new frames to its streams, a take of them (up to 64) per
+ * item of the turn (D85). True when the turn ran out with frames still waiting. */
+bool m0__sse_deliver(struct m0_loop *l);
 void m0__sse_heartbeat(struct m0_loop *l);
 /* The drain: ": bye" to every stream, then close. */
 void m0__sse_farewell(struct m0_loop *l);

@@ -4,11 +4,13 @@ pipeline a large batch of heavy requests cannot hold it past the watchdog, a sec
 is answered while one connection's batch is under way, and ramp's /x/slow on the loop is capped
 below the watchdog's interval."""
 
+import os
 import re
 import select
 import socket
 import time
 
+import m0test
 from m0test import Server, check, eq
 
 WD_USEC = 2000000  # half interval 1 s: the producer looks, and pings, once a second
@@ -271,3 +273,135 @@ def test_W1_ramp_slow_on_the_loop_is_capped_below_the_watchdog():
         r = s.connect().get("/x/slow?ms=1200", timeout=10)
         eq((r.status, r.body), (200, b'{"slept_ms":1200}'), "/x/slow?ms=1200, no watchdog")
         eq(s.stop(), 0, "exit status")
+
+
+# ---- every source of a turn's work takes a bounded batch (D85) ----
+
+ITEMS = 64  # --turn-items' default: what a turn takes of its sources
+
+
+def _turn_shim(tmp):
+    """tests/shim/turns.c built into `tmp`: an LD_PRELOAD shim that counts, per thread name,
+    the most system calls of each kind one turn (one epoll_wait() to the next) made."""
+    import shutil
+    import subprocess
+
+    so = os.path.join(tmp, "turns.so")
+    cc = shutil.which("cc") or shutil.which("gcc")
+    check(cc, "no C compiler for the turn shim")
+    src = os.path.join(m0test.REPO, "tests", "shim", "turns.c")
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", so, src, "-ldl", "-lpthread"], check=True)
+    return so
+
+
+def _shim_env(so, log):
+    return {
+        "LD_PRELOAD": so,
+        "M0TEST_TURN_LOG": log,
+        # an ASan runtime is linked after the shim; the order does not matter here
+        "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0",
+    }
+
+
+def _turn_maxes(log):
+    """{(thread name, counter): the most one turn of that thread did}, from the shim's log."""
+    out = {}
+    with open(log) as f:
+        for line in f:
+            w = line.split()
+            if w[0] == "max":
+                out[(w[1], w[2])] = int(w[3])
+    return out
+
+
+def _received(s, loop):
+    """How many connections loop `loop` said at exit it was handed (L4)."""
+    for ln in s.log_lines():
+        m = re.search(rf" loop {loop}: loop stopped: .*\breceived (\d+)", ln)
+        if m:
+            return int(m.group(1))
+    raise AssertionError(f"no exit line of loop {loop}:\n{s.log_text()}")
+
+
+def test_H2_D85_heads_expiring_together_get_408_a_batch_per_turn():
+    """ramp on one loop, --header-timeout-ms 1000: 200 connections each send a head's first
+    byte, then /x/slow?ms=1200 holds the loop past all their deadlines, so that they expire
+    together. The loop answers each 408 (Connection: close) within the timeout + 1 s of its first
+    byte, but at most --turn-items (64) of them in one turn: the turn shim sees exactly 64
+    shutdown() calls (one per 408, before its linger) in the fullest turn, where the loop used
+    to fire all 200 in one. A /x/now sent during the hold is answered 200."""
+    import tempfile
+
+    n, timeout_ms = 200, 1000
+    with tempfile.TemporaryDirectory(prefix="m0test-") as tmp:
+        so = _turn_shim(tmp)
+        log = os.path.join(tmp, "turns")
+        args = ["--header-timeout-ms", timeout_ms, "--turn-budget-ms", "10000"]
+        with Server("ramp", env=_shim_env(so, log), args=args) as s:
+            s.wait_ready()
+            normal = s.connect()
+            eq(normal.get("/x/now").status, 200, "/x/now before")
+            slow = []
+            for _ in range(n):
+                k = socket.create_connection(s.tcp_addr, timeout=10)
+                k.sendall(b"G")
+                slow.append((k, time.monotonic()))
+            hold = s.connect()
+            hold.request("GET", "/x/slow?ms=1200")
+            time.sleep(0.05)  # the loop sleeps; the heads' deadlines pass meanwhile
+            normal.request("GET", "/x/now")
+            r = normal.read_response(timeout=10)
+            eq(r.status, 200, "/x/now sent during the hold")
+            check(re.fullmatch(rb'\{"now":\d+\.\d{3}\}', r.body), f"/x/now's body {r.body!r}")
+            eq(hold.read_response(timeout=10).status, 200, "the /x/slow that held the loop")
+            for i, (k, t) in enumerate(slow):
+                got = b""
+                while True:
+                    d = k.recv(4096)
+                    if not d:
+                        break
+                    got += d
+                took = time.monotonic() - t
+                eq(got.split(b"\r\n", 1)[0], b"HTTP/1.1 408 Request Timeout", f"head {i}")
+                check(b"\r\nConnection: close\r\n" in got, f"head {i}'s 408: {got!r}")
+                check(took <= timeout_ms / 1000 + 1, f"head {i} closed after {took:.2f}s")
+                k.close()
+            eq(s.stop(), 0, "exit status")
+        maxes = _turn_maxes(log)
+        eq(maxes.get(("m0-loop-0", "shutdowns")), ITEMS, f"the fullest turn's 408s; {maxes}")
+
+
+def test_L4_D85_hand_offs_waiting_together_are_admitted_a_batch_per_turn():
+    """ramp on two loops: /x/slow?ms=1000 holds one loop while 200 clients connect; the other
+    accepts them all and hands about half to the held one (L4). When it wakes, the held loop
+    admits what its mailbox holds at most --turn-items (64) in one turn: the turn shim sees
+    exactly 64 setsockopt() calls (one per admitted connection) in its fullest turn, where it
+    used to admit all of them in one. Every client is then answered /x/now, 200."""
+    import tempfile
+
+    n = 200
+    with tempfile.TemporaryDirectory(prefix="m0test-") as tmp:
+        so = _turn_shim(tmp)
+        log = os.path.join(tmp, "turns")
+        args = ["--threads", "2", "--turn-budget-ms", "10000", "--max-keepalive-requests", "0"]
+        with Server("ramp", env=_shim_env(so, log), args=args) as s:
+            s.wait_ready()
+            a, b = s.connect(), s.connect()  # one on each loop (L4: the least loaded)
+            held = int(a.get("/x/now").header("x-worker"))
+            eq(sorted([held, int(b.get("/x/now").header("x-worker"))]), [0, 1], "x-worker")
+            a.request("GET", "/x/slow?ms=1000")
+            time.sleep(0.05)
+            clients = [socket.create_connection(s.tcp_addr, timeout=10) for _ in range(n)]
+            eq(a.read_response(timeout=10).status, 200, "the /x/slow that held a loop")
+            for i, k in enumerate(clients):
+                c = m0test.Conn(k, 10)
+                c.send(NOW)
+                r = c.read_response()
+                eq(r.status, 200, f"client {i}")
+                check(re.fullmatch(rb'\{"now":\d+\.\d{3}\}', r.body), f"client {i}: {r.body!r}")
+                c.close()
+            eq(s.stop(), 0, "exit status")
+            received = _received(s, held)
+        check(received > ITEMS, f"the held loop received only {received}")
+        maxes = _turn_maxes(log)
+        eq(maxes.get((f"m0-loop-{held}", "sockopts")), ITEMS, f"its fullest turn; {maxes}")

@@ -41,6 +41,8 @@ static long ms_since(const struct timespec *t0)
  * - cfg.max_connections: the process's bound, against host->conns;
  * - cfg.idle_timeout_ms: m0__conn_admit files a kept connection under the idle timer;
  * - cfg.max_header_fields: m0__loop_init allocates each loop's request headers from it;
+ * - cfg.turn_items and cfg.turn_budget_ms: the events and messages a turn of
+ *   m0__loop_run_once takes, and for how long (D41, D85);
  * - sockets.n stays 0: the loops hold no listener of their own; the test's listener is handed
  *   to m0__accept_ready as a loop hands it its copy.
  * m0__loop_init gives each loop its epoll set, its mailbox and its spare descriptor.
@@ -53,6 +55,8 @@ static void setup_host(int nloops, bool share, uint32_t max_connections)
         host->cfg.max_connections = max_connections;
         host->cfg.idle_timeout_ms = 60000;
         host->cfg.max_header_fields = 16;
+        host->cfg.turn_items = 64;
+        host->cfg.turn_budget_ms = 10;
         host->nloops = nloops;
         host->loops = calloc((size_t)nloops, sizeof(*host->loops));
         ck_assert_ptr_nonnull(host->loops);
