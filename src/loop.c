@@ -463,8 +463,10 @@ int m0__loop_run_once(struct m0_loop *l, int timeout_ms)
                 if (p == &tag_mailbox) {
                         drain_mailbox(l);
                 } else if (evs[i].data.u64 & LISTENER_BIT) {
+                        /* A batch of accepts (at most 64) is one item; in a full turn the
+                         * listener waits for epoll's next report. */
                         size_t li = (size_t)(evs[i].data.u64 >> 1);
-                        if (li < l->nlisten && l->listen_fds[li] >= 0)
+                        if (li < l->nlisten && l->listen_fds[li] >= 0 && m0__turn_take(l))
                                 m0__accept_ready(l, l->listen_fds[li]);
                 } else {
                         serve_event(l, p, evs[i].events);

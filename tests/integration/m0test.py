@@ -814,7 +814,7 @@ KNOBS = [
     ("channel-frames", "M0_CHANNEL_FRAMES", "4096"),
     ("slice-requests", "M0_SLICE_REQUESTS", "256"),
     ("turn-budget-ms", "M0_TURN_BUDGET_MS", "10"),
-    ("turn-items", "M0_TURN_ITEMS", "64"),
+    ("turn-items", "M0_TURN_ITEMS", "32"),
     ("linger-ms", "M0_LINGER_MS", "2000"),
     ("bus", "M0_BUS", "local"),
     ("bus-queue", "M0_BUS_QUEUE", "10000"),

@@ -277,7 +277,7 @@ def test_W1_ramp_slow_on_the_loop_is_capped_below_the_watchdog():
 
 # ---- every source of a turn's work takes a bounded batch (D85) ----
 
-ITEMS = 64  # --turn-items' default: what a turn takes of its sources
+ITEMS = 32  # --turn-items' default: what a turn takes of its sources
 
 
 def _turn_shim(tmp):
@@ -327,7 +327,7 @@ def test_H2_D85_heads_expiring_together_get_408_a_batch_per_turn():
     """ramp on one loop, --header-timeout-ms 1000: 200 connections each send a head's first
     byte, then /x/slow?ms=1200 holds the loop past all their deadlines, so that they expire
     together. The loop answers each 408 (Connection: close) within the timeout + 1 s of its first
-    byte, but at most --turn-items (64) of them in one turn: the turn shim sees exactly 64
+    byte, but at most --turn-items (32) of them in one turn: the turn shim sees exactly 32
     shutdown() calls (one per 408, before its linger) in the fullest turn, where the loop used
     to fire all 200 in one. A /x/now sent during the hold is answered 200."""
     import tempfile
@@ -374,8 +374,8 @@ def test_H2_D85_heads_expiring_together_get_408_a_batch_per_turn():
 def test_L4_D85_hand_offs_waiting_together_are_admitted_a_batch_per_turn():
     """ramp on two loops: /x/slow?ms=1000 holds one loop while 200 clients connect; the other
     accepts them all and hands about half to the held one (L4). When it wakes, the held loop
-    admits what its mailbox holds at most --turn-items (64) in one turn: the turn shim sees
-    exactly 64 setsockopt() calls (one per admitted connection) in its fullest turn, where it
+    admits what its mailbox holds at most --turn-items (32) in one turn: the turn shim sees
+    exactly 32 setsockopt() calls (one per admitted connection) in its fullest turn, where it
     used to admit all of them in one. Every client is then answered /x/now, 200."""
     import tempfile
 
