@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""contrib/bench/bench.py: the measuring half of contrib/bench/run (SPEC M1, M2, M3, M7, cold
-start, parallel compute).
+"""contrib/bench/bench.py: the measuring half of contrib/bench/run (SPEC M1, M2, M3, M7, M8,
+cold start, parallel compute).
 
 contrib/bench/run installs the peers, builds m0 and the helpers, then runs this. It can be run
 alone on an existing build: bench.py --build BUILD_DIR --helpers DIR [options]. Standard library
@@ -399,13 +399,17 @@ class Bench:
 
     # ------------------------------------------------------------ servers
 
-    def server_argv(self, arm, port, workers, max_conns=None):
+    def server_argv(self, arm, port, workers, max_conns=None, head_timeout_s=None):
+        """An arm's command line; `head_timeout_s` (M8) sets each server's bound on a request
+        head, else each keeps its own (ramp 10 s, nginx 60 s, h2o 120 s)."""
         if arm == "ramp":
             argv = [self.binp("ramp"), "--port", str(port), "--threads", str(workers),
                     "--max-keepalive-requests", "0",
                     "--blocking-threads", str(self.a.blocking_threads)]
             if max_conns:
                 argv += ["--max-connections", str(max_conns)]
+            if head_timeout_s:
+                argv += ["--header-timeout-ms", str(head_timeout_s * 1000)]
             return argv
         if arm == "floor":
             return [self.helper("floor"), str(port), str(workers)]
@@ -415,7 +419,8 @@ class Bench:
         with open(os.path.join(HERE, f"{arm}.conf.in")) as f:
             conf = f.read()
         for k, v in dict(PORT=port, WORKERS=workers, DIR=d, TMP=self.tmp, CONNECTIONS=conns,
-                         NOFILE=self.nofile).items():
+                         NOFILE=self.nofile, HEADER_TIMEOUT_S=head_timeout_s or 60,
+                         REQUEST_TIMEOUT_S=head_timeout_s or 120).items():
             conf = conf.replace(f"@{k}@", str(v))
         path = os.path.join(d, f"{arm}.conf")
         with open(path, "w") as f:
@@ -795,6 +800,59 @@ class Bench:
                 self.note(f"M3 keep-alive {arm}: failed {k['failed']}, closed during the hold "
                           f"{k['closed_in_hold']}")
         return res
+
+    # ------------------------------------------------------------ M8
+
+    def m8(self):
+        """A normal client beside a crowd of slowloris connections, ramp, nginx and h2o in the
+        same rounds (the order rotating), each with the same bound on a request head."""
+        a = self.a
+        t_s = a.m8_timeout_ms // 1000
+        lay = dict(name="m8", server_cpus=None, client_cpus=None, workers=a.m8_threads)
+        rows = []
+        for rnd in range(a.rounds):
+            k = rnd % len(M8_ARMS)
+            for arm in M8_ARMS[k:] + M8_ARMS[:k]:
+                port = self.next_port()
+                log(f"M8 round {rnd + 1}/{a.rounds}: {arm} on :{port}, {a.m8_slow} slow "
+                    f"connections")
+                argv = self.server_argv(arm, port, a.m8_threads, a.m8_slow + 1000, t_s)
+                p, _ = self.start(arm, lay, port, argv=argv)
+                try:
+                    out = self.slowloris(port)
+                    alive = p.poll() is None
+                finally:
+                    stop(p)
+                row = m8_row(out, arm, rnd, a.m8_timeout_ms)
+                row["server_alive_at_end"] = alive
+                rows.append(row)
+                log(f"  normal: {row['normal_n']} asked, {row['normal_failed']} failed, p50 "
+                    f"{ms(row['p50_us'])} p99 {ms(row['p99_us'])} worst {ms(row['max_us'])} ms; "
+                    f"slow: {row['slow_closed']}/{row['slow_n']} closed, {row['slow_late']} "
+                    f"late")
+                if arm == "ramp" and (row["slow_late"] or row["normal_failed"]):
+                    self.note(f"M8 round {rnd + 1} ramp: {row['slow_late']} slow connections "
+                              f"late, {row['normal_failed']} normal requests failed")
+        return dict(rows=rows, summary=m8_summary(rows),
+                    parameters=dict(slow=a.m8_slow, drip_ms=a.m8_drip_ms,
+                                    timeout_ms=a.m8_timeout_ms, every_ms=a.m8_every_ms,
+                                    threads=a.m8_threads, rounds=a.rounds))
+
+    def slowloris(self, port):
+        """contrib/bench/slowloris.c against :port; its JSON. It ends once every slow
+        connection is closed, or 6 s past the head bound after the last could have opened."""
+        a = self.a
+        hold = a.m8_timeout_ms / 1000 + 6
+        argv = [self.helper("slowloris"), "127.0.0.1", str(port), str(a.m8_slow),
+                str(a.m8_drip_ms), str(a.m8_timeout_ms), str(hold), "/x/now",
+                str(a.m8_every_ms)]
+        p = spawn(argv, self.logpath(f"slowloris-{port}"), stdout=subprocess.PIPE)
+        try:
+            out = p.stdout.read().decode()
+            p.wait(hold + 60)
+        finally:
+            stop(p)
+        return json.loads(out.strip().splitlines()[-1])
 
     # ------------------------------------------------------------ parallel compute (issue 8)
 
@@ -1517,6 +1575,112 @@ def render(res, json_rel):
 
 
 # SPEC M1's targets: (what, peer, ratio field, test, bound)
+M8_ARMS = ("ramp", "nginx", "h2o")
+# SPEC M8 for ramp: (what, field of the summary, test, bound)
+M8_TARGETS = (
+    ("worst answer < 5 ms", "max_us", "lt", 5000),
+    ("p99 < 1 ms", "p99_us", "lt", 1000),
+    ("every slow connection closed within the head bound + 1 s", "slow_late", "eq", 0),
+    ("no normal request failed", "normal_failed", "eq", 0),
+)
+M8_BEGIN = ("<!-- bench:m8:begin (written by contrib/bench/run --only m8; edits here are "
+            "replaced) -->")
+M8_END = "<!-- bench:m8:end -->"
+
+
+def m8_row(out, arm, rnd, timeout_ms):
+    """One M8 row from contrib/bench/slowloris's JSON: the normal client's answers and what
+    became of the slow connections (late: closed more than 1 s past the head bound after their
+    first byte, or never)."""
+    slow, normal = out["slow"], out["normal"]
+    return dict(arm=arm, round=rnd, timeout_ms=timeout_ms,
+                slow_n=slow["n"], slow_opened=slow["opened"], slow_failed=slow["failed"],
+                slow_closed=slow["closed"], slow_408=slow["status408"], slow_late=slow["late"],
+                slow_open_at_end=slow["open"], close_ms_min=slow["close_ms_min"],
+                close_ms_max=slow["close_ms_max"],
+                normal_n=normal["n"], normal_failed=normal["failed"], p50_us=normal["p50_us"],
+                p99_us=normal["p99_us"], max_us=normal["max_us"],
+                slowest=[tuple(x) for x in normal["slowest"]])
+
+
+def m8_summary(rows):
+    """Per arm, in M8_ARMS order: the median over the rounds of the normal client's p50, p99
+    and worst answer, the worst of the worst, the sums of late slow connections and failed
+    normal requests; for ramp, each SPEC M8 target met or not, and in how many rounds."""
+    out = []
+    for arm in M8_ARMS:
+        rs = [r for r in rows if r["arm"] == arm]
+        if not rs:
+            continue
+        m = dict(arm=arm, rounds=len(rs))
+        for f in ("p50_us", "p99_us", "max_us", "close_ms_max"):
+            m[f] = statistics.median(r[f] for r in rs)
+        m["max_us_worst"] = max(r["max_us"] for r in rs)
+        for f in ("slow_late", "normal_failed", "slow_closed", "slow_408", "slow_n",
+                  "normal_n"):
+            m[f] = sum(r[f] for r in rs)
+        if arm == "ramp":
+            m["targets"] = []
+            for what, field, test, bound in M8_TARGETS:
+                def meets(x, test=test, bound=bound):
+                    return x < bound if test == "lt" else x == bound
+                m["targets"].append(dict(what=what, value=m[field], met=meets(m[field]),
+                                         rounds_met=sum(meets(r[field]) for r in rs)))
+        out.append(m)
+    return out
+
+
+def render_m8(res, json_rel):
+    m8, e = res["m8"], res["environment"]
+    p = m8["parameters"]
+    summary = m8_summary(m8["rows"])
+    L = ["#### M8: a normal client beside a crowd of slowloris connections", ""]
+    if res["parameters"].get("quick"):
+        L += ["**Quick run**: single samples, not measurements to quote.", ""]
+    L.append(f"- Command: `{res['command']}`")
+    L.append(f"- Date: {res['date']}; artifact: [`{json_rel}`]({json_rel.replace('doc/', '')})")
+    L.append(f"- m0: {e['m0']} at {e['m0_commit'][:12]}; machine: {e['cpu']}, {e['nproc']} "
+             f"CPUs; load average (1 min) {e['loadavg_at_start']} at the start, "
+             f"{e.get('loadavg_at_end')} at the end")
+    L.append(f"- {p['rounds']} round(s), the arm order rotating; each server on "
+             f"{p['threads']} threads or workers, unpinned, its bound on a request head "
+             f"{p['timeout_ms'] / 1000:g} s (ramp `--header-timeout-ms`, nginx "
+             "`client_header_timeout`, h2o `http1-request-timeout`). `contrib/bench/slowloris` "
+             f"opens {p['slow']} connections, each sending one byte of an endless head every "
+             f"{p['drip_ms']} ms, and beside them asks `/x/now` every {p['every_ms']} ms on a "
+             "fresh connection, timed from its connect to the answer's last byte")
+    L.append("")
+    L.append("| arm | rounds | normal asked | failed | p50 ms | p99 ms | worst ms | worst of "
+             "rounds ms | slow closed | 408 | late | slowest close s |")
+    L.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for m in summary:
+        L.append(f"| {m['arm']} | {m['rounds']} | {m['normal_n']} | {m['normal_failed']} | "
+                 f"{ms(m['p50_us'])} | {ms(m['p99_us'])} | {ms(m['max_us'])} | "
+                 f"{ms(m['max_us_worst'])} | {m['slow_closed']}/{m['slow_n']} | {m['slow_408']} "
+                 f"| {m['slow_late']} | "
+                 f"{'–' if m['close_ms_max'] < 0 else format(m['close_ms_max'] / 1000, '.2f')} |")
+    L.append("")
+    L.append("*p50, p99, worst*: the normal client's, the median over the rounds. *late*: slow "
+             "connections closed more than 1 s past the head bound after their first byte, or "
+             "still open at the end (6 s past it). *slowest close*: the longest from a slow "
+             "connection's first byte to its close, the median over the rounds (–: none "
+             "closed).")
+    L.append("")
+    ramp = next((m for m in summary if m["arm"] == "ramp"), None)
+    if ramp:
+        L.append("SPEC M8's targets for ramp (the median over the rounds, and in how many "
+                 "rounds the round's own figure met it):")
+        L.append("")
+        for t in ramp["targets"]:
+            L.append(f"- {t['what']}: {'yes' if t['met'] else '**no**'} "
+                     f"({t['rounds_met']}/{ramp['rounds']})")
+        L.append("")
+    notes = [x for x in res.get("anomalies", []) if x.startswith("M8")]
+    if notes:
+        L += ["Anomalies the run noted:", ""] + [f"- {x}" for x in notes] + [""]
+    return "\n".join(L)
+
+
 M1_TARGETS = (
     ("CPU/req ≤ 0.95× nginx's", "nginx", "cpu_us_per_req", "le", 0.95),
     ("CPU/req ≤ 0.95× h2o's", "h2o", "cpu_us_per_req", "le", 0.95),
@@ -2099,8 +2263,8 @@ END = "<!-- bench:results:end -->"
 
 def doc_blocks(res, rel):
     """(text, begin marker, end marker) for each block of doc/performance.md this run
-    rewrites: the results section when it ran any part but placement and M7, and the placement
-    and M7 blocks when it ran those."""
+    rewrites: the results section when it ran any part but placement, M7 and M8, and the
+    placement, M7 and M8 blocks when it ran those."""
     out = []
     if any(res.get(k) for k in ("m1", "m2", "m3", "cold", "parallel")):
         out.append((render(res, rel), BEGIN, END))
@@ -2108,6 +2272,8 @@ def doc_blocks(res, rel):
         out.append((render_placement(res, rel), PLACEMENT_BEGIN, PLACEMENT_END))
     if res.get("m7"):
         out.append((render_m7(res, rel), M7_BEGIN, M7_END))
+    if res.get("m8"):
+        out.append((render_m8(res, rel), M8_BEGIN, M8_END))
     return out
 
 
@@ -2144,9 +2310,9 @@ def main():
                     "(default 2, quick 1)")
     ap.add_argument("--layouts", help="pinned,wide (default both, quick pinned)")
     ap.add_argument("--conns", default="16,256", help="wrk connections (default 16,256)")
-    ap.add_argument("--only", default="m1,m2,m3,cold,parallel,placement,m7",
+    ap.add_argument("--only", default="m1,m2,m3,cold,parallel,placement,m7,m8",
                     help="parts to run, comma-separated: m1, m2, m3, cold, parallel, "
-                    "placement, m7 (default all)")
+                    "placement, m7, m8 (default all)")
     ap.add_argument("--server-cpu", type=int, default=1)
     ap.add_argument("--client-cpu", type=int, default=0)
     ap.add_argument("--wide-wrk-threads", type=int, default=2)
@@ -2171,6 +2337,15 @@ def main():
                     "the arms take turns until each has had --duration (1)")
     ap.add_argument("--m7-base-rev", help=argparse.SUPPRESS)
     ap.add_argument("--m7-base-commit", help=argparse.SUPPRESS)
+    ap.add_argument("--m8-slow", type=int, default=1000, help="M8: slowloris connections "
+                    "(1000)")
+    ap.add_argument("--m8-drip-ms", type=int, default=2000, help="M8: a slow connection sends "
+                    "a byte of its head this often (2000)")
+    ap.add_argument("--m8-timeout-ms", type=int, default=10000, help="M8: every server's bound "
+                    "on a request head, whole seconds (10000)")
+    ap.add_argument("--m8-every-ms", type=int, default=50, help="M8: the normal client asks "
+                    "this often (50)")
+    ap.add_argument("--m8-threads", type=int, default=2, help="M8: server threads (2)")
     ap.add_argument("--port-base", type=int, default=24100)
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "doc", "bench"))
     ap.add_argument("--doc", default=os.path.join(ROOT, "doc", "performance.md"))
@@ -2203,8 +2378,12 @@ def main():
     a.cold_trials = a.cold_trials or (5 if q else 20)
     a.par_requests = a.par_requests or (5 if q else 20)
     for x in a.only:
-        if x not in ("m1", "m2", "m3", "cold", "parallel", "placement", "m7"):
+        if x not in ("m1", "m2", "m3", "cold", "parallel", "placement", "m7", "m8"):
             ap.error(f"unknown part {x}")
+    if (a.m8_slow < 1 or a.m8_drip_ms < 1 or a.m8_every_ms < 1 or a.m8_threads < 1 or
+            a.m8_timeout_ms < 1000 or a.m8_timeout_ms % 1000):
+        ap.error("--m8-slow, --m8-drip-ms, --m8-every-ms and --m8-threads take 1 or more, "
+                 "--m8-timeout-ms whole seconds")
     a.m7_arms = a.m7_arms.split(",") if a.m7_arms else None
     for x in a.m7_arms or ():
         if x not in [arm.name for arm in M7_ARMS]:
@@ -2285,6 +2464,8 @@ def main():
             res["placement"] = b.placement()
         if "m7" in a.only:
             res["m7"] = b.m7()
+        if "m8" in a.only:
+            res["m8"] = b.m8()
     except BaseException:
         log(f"failed; logs kept in {b.tmp}")
         stop_all()

@@ -3,7 +3,7 @@
 """tests/bench/test_bench.py: the analysis in contrib/bench/bench.py that turns what the
 benchmark records into the figures doc/performance.md prints (the placement part's
 attribution of connections and hops, its rank correlation and summary, M7's ratios, targets and
-pending arms, and the rewriting of the document's blocks). Standard library only; the last line
+pending arms, M8's rows, summary and targets, and the rewriting of the document's blocks). Standard library only; the last line
 is "bench: N passed, N failed"."""
 
 import importlib.util
@@ -394,6 +394,77 @@ def test_m7_pending_arms_detected_from_the_build():
                " is missing", "a base build without its app")
         finally:
             shutil.rmtree(b.tmp, ignore_errors=True)
+
+
+
+# ---------------------------------------------------------------- M8
+
+def m8_out(p50, p99, worst, late=0, failed=0, closed=1000, s408=1000, close_max=10004.5):
+    """What contrib/bench/slowloris prints, on one line."""
+    return {"t0_us": 123, "slow": {"n": 1000, "opened": 1000, "failed": 0, "closed": closed,
+                                   "status408": s408, "late": late, "open": 1000 - closed,
+                                   "close_ms_min": 9999.1, "close_ms_max": close_max},
+            "normal": {"n": 300, "failed": failed, "p50_us": p50, "p99_us": p99,
+                       "max_us": worst, "slowest": [[2010, worst], [4020, p99]]}}
+
+
+def test_m8_row_from_the_helpers_line():
+    row = bench.m8_row(m8_out(250, 900, 3100, late=2, failed=1), "ramp", 1, 10000)
+    eq(row, dict(arm="ramp", round=1, timeout_ms=10000, slow_n=1000, slow_opened=1000,
+                 slow_failed=0, slow_closed=1000, slow_408=1000, slow_late=2,
+                 slow_open_at_end=0, close_ms_min=9999.1, close_ms_max=10004.5, normal_n=300,
+                 normal_failed=1, p50_us=250, p99_us=900, max_us=3100,
+                 slowest=[(2010, 3100), (4020, 900)]), "the row")
+
+
+M8_ROWS = [bench.m8_row(m8_out(*x), arm, rnd, 10000) for rnd, arm, x in (
+    (0, "ramp", (250, 800, 3000)), (0, "nginx", (300, 600, 700, 1000, 0, 0, 0, -1)),
+    (0, "h2o", (280, 9000, 12500)),
+    (1, "nginx", (310, 650, 800, 1000, 0, 0, 0, -1)), (1, "h2o", (290, 8000, 11000)),
+    (1, "ramp", (240, 1200, 6000)),
+    (2, "h2o", (270, 9500, 13000)), (2, "ramp", (260, 700, 4000, 0, 1)),
+    (2, "nginx", (305, 620, 750, 1000, 0, 0, 0, -1)))]
+
+
+def test_m8_summary_medians_sums_and_ramps_targets():
+    s = {m["arm"]: m for m in bench.m8_summary(M8_ROWS)}
+    eq(list(s), ["ramp", "nginx", "h2o"], "arms in M8_ARMS order")
+    r = s["ramp"]
+    eq((r["rounds"], r["p50_us"], r["p99_us"], r["max_us"], r["max_us_worst"]),
+       (3, 250, 800, 4000, 6000), "ramp's medians and worst")
+    eq((r["slow_late"], r["normal_failed"], r["slow_closed"], r["normal_n"]), (0, 1, 3000, 900),
+       "ramp's sums")
+    eq([(t["what"], t["value"], t["met"], t["rounds_met"]) for t in r["targets"]],
+       [("worst answer < 5 ms", 4000, True, 2), ("p99 < 1 ms", 800, True, 2),
+        ("every slow connection closed within the head bound + 1 s", 0, True, 3),
+        ("no normal request failed", 1, False, 2)], "ramp's targets")
+    n = s["nginx"]
+    eq((n["slow_late"], n["slow_closed"], n["max_us"], n["close_ms_max"]), (3000, 0, 750, -1),
+       "nginx closing none")
+    check_no = "targets" not in n and "targets" not in s["h2o"]
+    eq(check_no, True, "targets are ramp's only")
+
+
+def test_m8_block():
+    env = dict(m0="ramp 0.1.0", m0_commit="0123456789abcdef", nproc=2, kernel="6.1",
+               cpu="Test CPU", loadavg_at_start=0.5, loadavg_at_end=0.6)
+    res = dict(command="contrib/bench/run --only m8", date="2026-01-01 00:00:00 UTC",
+               environment=env, parameters=dict(quick=False),
+               anomalies=["M8 round 3 ramp: 0 slow connections late, 1 normal requests failed",
+                          "M1 something else"],
+               m8=dict(rows=M8_ROWS, parameters=dict(slow=1000, drip_ms=2000, timeout_ms=10000,
+                                                     every_ms=50, threads=2, rounds=3)))
+    blocks = bench.doc_blocks(res, "doc/bench/x.json")
+    eq([b[1:] for b in blocks], [(bench.M8_BEGIN, bench.M8_END)], "blocks of an M8-only run")
+    lines = blocks[0][0].splitlines()
+    for want in ("| ramp | 3 | 900 | 1 | 0.25 | 0.80 | 4.00 | 6.00 | 3000/3000 | 3000 | 0 | "
+                 "10.00 |",
+                 "| nginx | 3 | 900 | 0 | 0.30 | 0.62 | 0.75 | 0.80 | 0/3000 | 0 | 3000 | – |",
+                 "- worst answer < 5 ms: yes (2/3)", "- no normal request failed: **no** (2/3)",
+                 "- M8 round 3 ramp: 0 slow connections late, 1 normal requests failed"):
+        if want not in lines:
+            raise AssertionError(f"no line {want!r} in:\n" + "\n".join(lines))
+    eq([x for x in lines if "M1 something" in x], [], "another part's anomaly")
 
 
 def main():
