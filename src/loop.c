@@ -399,6 +399,7 @@ static void serve_task(struct m0_loop *l, struct m0_task *t)
         case M0_TASK_TIMERS: fire_timers(l); break;
         case M0_TASK_MAILBOX: handle_messages(l); break;
         case M0_TASK_FRAMES:
+                (void)m0__turn_take(l); /* its first take, as the queue's first always runs */
                 if (m0__sse_deliver(l))
                         m0__turn_leave(l, M0_TASK_FRAMES);
                 break;
