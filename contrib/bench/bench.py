@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""contrib/bench/bench.py: the measuring half of contrib/bench/run (SPEC M1, M2, M3, M7, M8,
+"""contrib/bench/bench.py: the measuring half of contrib/bench/run (SPEC M1, M2, M3, M7, the M8 part,
 cold start, parallel compute).
 
 contrib/bench/run installs the peers, builds m0 and the helpers, then runs this. It can be run
@@ -1576,7 +1576,7 @@ def render(res, json_rel):
 
 # SPEC M1's targets: (what, peer, ratio field, test, bound)
 M8_ARMS = ("ramp", "nginx", "h2o")
-# SPEC M8 for ramp: (what, field of the summary, test, bound)
+# M8's targets for ramp: (what, field of the summary, test, bound)
 M8_TARGETS = (
     ("worst answer < 5 ms", "max_us", "lt", 5000),
     ("p99 < 1 ms", "p99_us", "lt", 1000),
@@ -1606,7 +1606,7 @@ def m8_row(out, arm, rnd, timeout_ms):
 def m8_summary(rows):
     """Per arm, in M8_ARMS order: the median over the rounds of the normal client's p50, p99
     and worst answer, the worst of the worst, the sums of late slow connections and failed
-    normal requests; for ramp, each SPEC M8 target met or not, and in how many rounds."""
+    normal requests; for ramp, each M8 target met or not, and in how many rounds."""
     out = []
     for arm in M8_ARMS:
         rs = [r for r in rows if r["arm"] == arm]
@@ -1668,7 +1668,7 @@ def render_m8(res, json_rel):
     L.append("")
     ramp = next((m for m in summary if m["arm"] == "ramp"), None)
     if ramp:
-        L.append("SPEC M8's targets for ramp (the median over the rounds, and in how many "
+        L.append("M8's targets for ramp (the median over the rounds, and in how many "
                  "rounds the round's own figure met it):")
         L.append("")
         for t in ramp["targets"]:

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * slowloris: a crowd of slow clients beside one normal client, for SPEC M8.
+ * slowloris: a crowd of slow clients beside one normal client, for the bench part M8.
  *
  *   slowloris HOST PORT N DRIP_MS TIMEOUT_MS HOLD_S PATH EVERY_MS
  *
