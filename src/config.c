@@ -20,6 +20,8 @@ enum knob_type {
         K_STR,     /* a host name or address */
         K_URI,     /* "local" or a connection URI, up to `max` bytes; shown without a password */
         K_THREADS, /* a count or "auto" */
+        K_ACCESS,  /* off, on (or a boolean's other words), journal */
+        K_ADDR,    /* off, or HOST:PORT */
 };
 
 struct m0_knob {
@@ -54,8 +56,8 @@ static const struct m0_knob knobs[] = {
          86400000, "heartbeat comment on idle streams; 0 = off"},
         {"app-tick-ms", "M0_APP_TICK_MS", "0", K_U32, OFF(app_tick_ms), 0, 86400000,
          "run the app's tick on each loop this often; 0 = never"},
-        {"access-log", "M0_ACCESS_LOG", "off", K_BOOL, OFF(access_log), 0, 1,
-         "log one line per request"},
+        {"access-log", "M0_ACCESS_LOG", "off", K_ACCESS, OFF(access_log), 0, 2,
+         "on = one log line per request; journal = one journald entry per request; off"},
         {"accept-share", "M0_ACCEPT_SHARE", "on", K_BOOL, OFF(accept_share), 0, 1,
          "place new connections on the least loaded loop; off = bare race"},
         {"drain-timeout-ms", "M0_DRAIN_TIMEOUT_MS", "5000", K_U32, OFF(drain_timeout_ms), 0,
@@ -102,6 +104,15 @@ static const struct m0_knob knobs[] = {
          "the database keeps events this long; 0 = no age bound"},
         {"bus-retain-rows", "M0_BUS_RETAIN_ROWS", "1000000", K_U64, OFF(bus_retain_rows), 0,
          UINT64_C(1) << 40, "the database keeps the newest this many events; 0 = no bound"},
+        {"metrics", "M0_METRICS", "off", K_ADDR, OFF(metrics), 0, 65535,
+         "serve GET /metrics on HOST:PORT when no socket named metrics is passed; off = none"},
+        {"metrics-max-connections", "M0_METRICS_MAX_CONNECTIONS", "8", K_U32,
+         OFF(metrics_max_connections), 1, 1024,
+         "connections the metrics port holds at once; past it new ones are closed at once"},
+        {"metrics-timeout-ms", "M0_METRICS_TIMEOUT_MS", "5000", K_U32, OFF(metrics_timeout_ms), 1,
+         600000, "a metrics connection sends its request and takes its answer within this"},
+        {"access-log-queue", "M0_ACCESS_LOG_QUEUE", "4096", K_U32, OFF(access_log_queue), 1,
+         1000000, "journal entries a loop keeps while journald is behind; past it, dropped"},
 };
 
 _Static_assert(M0__ARRAY_SIZE(knobs) <= M0__KNOBS_MAX, "raise M0__KNOBS_MAX");
@@ -136,6 +147,48 @@ unsigned m0__cpus_available(void)
         return n;
 }
 
+/* 1/0, on/off, yes/no, true/false: 1 or 0, else -EINVAL. */
+static int parse_bool(const char *v)
+{
+        if (!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "yes") || !strcmp(v, "true"))
+                return 1;
+        if (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "no") || !strcmp(v, "false"))
+                return 0;
+        return -EINVAL;
+}
+
+/* "off", or HOST:PORT (an IPv6 address as [ADDR]:PORT) with a port up to `max_port`. */
+static int parse_addr(struct m0_addr *a, const char *v, uint64_t max_port)
+{
+        struct m0_addr got = {0};
+        size_t n = strlen(v);
+        if (n == 0 || n >= sizeof(got.text))
+                return -EINVAL;
+        memcpy(got.text, v, n + 1);
+        if (!strcmp(v, "off")) {
+                *a = got;
+                return 0;
+        }
+        const char *colon = v[0] == '[' ? strstr(v, "]:") : strrchr(v, ':');
+        const char *host = v[0] == '[' ? v + 1 : v;
+        if (!colon || colon == host || (v[0] != '[' && memchr(v, ':', (size_t)(colon - v))))
+                return -EINVAL; /* no port, no host, or an IPv6 address without its brackets */
+        const char *ps = colon + (v[0] == '[' ? 2 : 1);
+        if (*ps < '0' || *ps > '9' || strlen(ps) > 5)
+                return -EINVAL;
+        char *end;
+        unsigned long port = strtoul(ps, &end, 10);
+        if (*end)
+                return -EINVAL;
+        if (port > max_port)
+                return -ERANGE;
+        memcpy(got.host, host, (size_t)(colon - host));
+        got.port = (uint32_t)port;
+        got.on = true;
+        *a = got;
+        return 0;
+}
+
 /* Parse `v` into the field of `k`. 0, or -EINVAL (not a value of this type) / -ERANGE. */
 static int knob_set(struct m0_config *cfg, const struct m0_knob *k, const char *v)
 {
@@ -156,17 +209,20 @@ static int knob_set(struct m0_config *cfg, const struct m0_knob *k, const char *
                 return 0;
         }
         case K_BOOL: {
-                bool b;
-                if (!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "yes") || !strcmp(v, "true"))
-                        b = true;
-                else if (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "no") ||
-                         !strcmp(v, "false"))
-                        b = false;
-                else
-                        return -EINVAL;
+                int b = parse_bool(v);
+                if (b < 0)
+                        return b;
                 *(bool *)p = b;
                 return 0;
         }
+        case K_ACCESS: {
+                int b = strcmp(v, "journal") ? parse_bool(v) : M0_ACCESS_JOURNAL;
+                if (b < 0)
+                        return b;
+                *(uint32_t *)p = (uint32_t)b;
+                return 0;
+        }
+        case K_ADDR: return parse_addr((struct m0_addr *)(void *)p, v, k->max);
         case K_THREADS:
                 if (k->off == OFF(threads))
                         cfg->threads_auto = !strcmp(v, "auto");
@@ -204,6 +260,13 @@ static const char *knob_expect(const struct m0_knob *k, char *buf, size_t len)
                 snprintf(buf, len, "local or a URI shorter than %" PRIu64 " bytes", k->max);
                 return buf;
         case K_BOOL: return "on or off";
+        case K_ACCESS: return "off, on or journal";
+        case K_ADDR:
+                snprintf(buf, len,
+                         "off or HOST:PORT with a port up to %" PRIu64 " ([ADDR]:PORT "
+                         "for IPv6)",
+                         k->max);
+                return buf;
         case K_THREADS:
                 snprintf(buf, len, "a whole number from %" PRIu64 " to %" PRIu64 ", or auto",
                          k->min, k->max);
@@ -360,6 +423,8 @@ const char *m0__source_name(enum m0_source s)
         }
 }
 
+static const char *const access_names[] = {"off", "on", "journal"};
+
 void m0__config_each(const struct m0_config *cfg,
                      void (*fn)(void *ud, const char *flag, const char *env, const char *value,
                                 enum m0_source src),
@@ -373,6 +438,10 @@ void m0__config_each(const struct m0_config *cfg,
                 case K_STR: snprintf(v, sizeof(v), "%s", p); break;
                 case K_URI: m0__pgbus_redact(p, v, sizeof(v)); break;
                 case K_BOOL: snprintf(v, sizeof(v), "%s", *(const bool *)p ? "on" : "off"); break;
+                case K_ACCESS:
+                        snprintf(v, sizeof(v), "%s", access_names[*(const uint32_t *)p]);
+                        break;
+                case K_ADDR: snprintf(v, sizeof(v), "%s", ((const struct m0_addr *)p)->text); break;
                 case K_U64: snprintf(v, sizeof(v), "%" PRIu64, *(const uint64_t *)p); break;
                 default: snprintf(v, sizeof(v), "%" PRIu32, *(const uint32_t *)p); break;
                 }

@@ -17,6 +17,21 @@ enum m0_source {
 /* The largest M0_REPLAY_FRAMES; a stored ring with more slots is none this host made (D46). */
 #define M0__REPLAY_FRAMES_MAX 1048576u
 
+/* M0_ACCESS_LOG's values (O2). */
+enum m0_access_log {
+        M0_ACCESS_OFF = 0,
+        M0_ACCESS_LINE,    /* on: one log line per request a handler answered */
+        M0_ACCESS_JOURNAL, /* journal: one structured journald entry per request (D81) */
+};
+
+/* An address knob: "off", or HOST:PORT with an IPv6 address in brackets. */
+struct m0_addr {
+        char text[272]; /* as given */
+        bool on;
+        char host[256]; /* without the brackets */
+        uint32_t port;
+};
+
 /* Every knob of the host. Filled once by m0__config_parse() on the coordinator, read-only after. */
 struct m0_config {
         char host[256];
@@ -29,7 +44,7 @@ struct m0_config {
         uint32_t max_keepalive_requests;
         uint32_t sse_heartbeat_ms;
         uint32_t app_tick_ms;
-        bool access_log;
+        uint32_t access_log; /* an enum m0_access_log */
         bool accept_share;
         uint32_t drain_timeout_ms;
         uint32_t max_head_bytes;
@@ -53,6 +68,10 @@ struct m0_config {
         uint32_t bus_replay_max;
         uint32_t bus_retain_s;
         uint64_t bus_retain_rows;
+        struct m0_addr metrics; /* O1: where GET /metrics is served when no socket is passed */
+        uint32_t metrics_max_connections;
+        uint32_t metrics_timeout_ms;
+        uint32_t access_log_queue;
         bool doctor;
         unsigned char sources[M0__KNOBS_MAX]; /* enum m0_source per knob, in table order */
 };

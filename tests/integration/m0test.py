@@ -821,6 +821,10 @@ KNOBS = [
     ("bus-replay-max", "M0_BUS_REPLAY_MAX", "10000"),
     ("bus-retain-s", "M0_BUS_RETAIN_S", "86400"),
     ("bus-retain-rows", "M0_BUS_RETAIN_ROWS", "1000000"),
+    ("metrics", "M0_METRICS", "off"),
+    ("metrics-max-connections", "M0_METRICS_MAX_CONNECTIONS", "8"),
+    ("metrics-timeout-ms", "M0_METRICS_TIMEOUT_MS", "5000"),
+    ("access-log-queue", "M0_ACCESS_LOG_QUEUE", "4096"),
 ]
 
 

@@ -37,6 +37,10 @@ static const struct {
         {"max-connections", "M0_MAX_CONNECTIONS", "10000"},
         {"max-output-bytes", "M0_MAX_OUTPUT_BYTES", "1048576"},
         {"linger-ms", "M0_LINGER_MS", "2000"},
+        {"metrics", "M0_METRICS", "off"},
+        {"metrics-max-connections", "M0_METRICS_MAX_CONNECTIONS", "8"},
+        {"metrics-timeout-ms", "M0_METRICS_TIMEOUT_MS", "5000"},
+        {"access-log-queue", "M0_ACCESS_LOG_QUEUE", "4096"},
 };
 #define NKNOBS (sizeof(knobs) / sizeof(knobs[0]))
 
@@ -145,7 +149,7 @@ START_TEST(flag_forms)
                                     "--linger-ms", "0", "--doctor"),
                                NULL),
                          M0_CONFIG_SERVE);
-        ck_assert(cfg.access_log);
+        ck_assert_uint_eq(cfg.access_log, M0_ACCESS_LINE);
         ck_assert(!cfg.accept_share);
         ck_assert_uint_eq(cfg.max_body_bytes, UINT64_C(1) << 40);
         ck_assert_uint_eq(cfg.blocking_threads, 4);
@@ -159,7 +163,7 @@ START_TEST(flag_forms)
                 snprintf(a, sizeof(a), "--access-log=%s", yes[i]);
                 snprintf(b, sizeof(b), "M0_ACCEPT_SHARE=%s", no[i]);
                 ck_assert_int_eq(parse(ARGS(a), ENV(b)), M0_CONFIG_SERVE);
-                ck_assert(cfg.access_log);
+                ck_assert_uint_eq(cfg.access_log, M0_ACCESS_LINE);
                 ck_assert(!cfg.accept_share);
         }
 
@@ -216,7 +220,7 @@ START_TEST(usage_errors)
         ck_assert_str_eq(err, "option '--max-head-bytes': '255' is not a whole number from 256 to "
                               "1048576");
         ck_assert_int_eq(parse(ARGS("--access-log", "maybe"), NULL), M0_CONFIG_USAGE);
-        ck_assert_str_eq(err, "option '--access-log': 'maybe' is not on or off");
+        ck_assert_str_eq(err, "option '--access-log': 'maybe' is not off, on or journal");
         ck_assert_int_eq(parse(ARGS("--host="), NULL), M0_CONFIG_USAGE);
         ck_assert_str_eq(err, "option '--host': '' is not a host name or address");
         char longhost[300];
@@ -242,6 +246,59 @@ START_TEST(usage_errors)
 }
 END_TEST
 
+/* O1, O2: M0_METRICS is off or HOST:PORT; M0_ACCESS_LOG adds journal to on and off. */
+START_TEST(metrics_and_access_log)
+{
+        ck_assert_int_eq(parse(NULL, ENV("M0_ACCESS_LOG=journal")), M0_CONFIG_SERVE);
+        ck_assert_uint_eq(cfg.access_log, M0_ACCESS_JOURNAL);
+        ck_assert_int_eq(parse(ARGS("--access-log=off"), ENV("M0_ACCESS_LOG=journal")),
+                         M0_CONFIG_SERVE);
+        ck_assert_uint_eq(cfg.access_log, M0_ACCESS_OFF);
+        ck_assert_int_eq(parse(ARGS("--access-log", "Journal"), NULL), M0_CONFIG_USAGE);
+
+        ck_assert_int_eq(parse(NULL, ENV("M0_METRICS=127.0.0.1:9464")), M0_CONFIG_SERVE);
+        ck_assert(cfg.metrics.on);
+        ck_assert_str_eq(cfg.metrics.host, "127.0.0.1");
+        ck_assert_uint_eq(cfg.metrics.port, 9464);
+        ck_assert_str_eq(cfg.metrics.text, "127.0.0.1:9464");
+        ck_assert_int_eq(parse(ARGS("--metrics", "[::1]:0"), NULL), M0_CONFIG_SERVE);
+        ck_assert_str_eq(cfg.metrics.host, "::1");
+        ck_assert_uint_eq(cfg.metrics.port, 0);
+        ck_assert_int_eq(parse(ARGS("--metrics=localhost:65535"), NULL), M0_CONFIG_SERVE);
+        ck_assert_str_eq(cfg.metrics.host, "localhost");
+        ck_assert_int_eq(parse(ARGS("--metrics=off"), ENV("M0_METRICS=127.0.0.1:1")),
+                         M0_CONFIG_SERVE);
+        ck_assert(!cfg.metrics.on);
+
+        /* no port, no host, a port that is not one, an IPv6 address without its brackets */
+        const char *bad[] = {"9464",      ":9464",     "host:",  "host:+1", "host:1 ",
+                             "::1:9464",  "[::1]9464", "[::1]:", "[]:80",   "host:123456",
+                             "host:0x50", "",          "on"};
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                char e[300];
+                snprintf(e, sizeof(e), "M0_METRICS=%s", bad[i]);
+                ck_assert_msg(parse(NULL, ENV(e)) == M0_CONFIG_REFUSED, "%s was taken", e);
+        }
+        ck_assert_int_eq(parse(NULL, ENV("M0_METRICS=host:70000")), M0_CONFIG_REFUSED);
+        ck_assert_str_eq(err, "M0_METRICS='host:70000' is not off or HOST:PORT with a port up to "
+                              "65535 ([ADDR]:PORT for IPv6) (set M0_METRICS or --metrics)");
+        ck_assert_int_eq(parse(ARGS("--metrics", "9464"), NULL), M0_CONFIG_USAGE);
+        ck_assert_str_eq(err,
+                         "option '--metrics': '9464' is not off or HOST:PORT with a port up to "
+                         "65535 ([ADDR]:PORT for IPv6)");
+        ck_assert_int_eq(parse(NULL, ENV("M0_METRICS_MAX_CONNECTIONS=0")), M0_CONFIG_REFUSED);
+        ck_assert_int_eq(parse(NULL, ENV("M0_METRICS_TIMEOUT_MS=0")), M0_CONFIG_REFUSED);
+        ck_assert_int_eq(parse(NULL, ENV("M0_ACCESS_LOG_QUEUE=0")), M0_CONFIG_REFUSED);
+        ck_assert_int_eq(parse(ARGS("--metrics-max-connections=1024", "--metrics-timeout-ms=1",
+                                    "--access-log-queue", "1000000"),
+                               NULL),
+                         M0_CONFIG_SERVE);
+        ck_assert_uint_eq(cfg.metrics_max_connections, 1024);
+        ck_assert_uint_eq(cfg.metrics_timeout_ms, 1);
+        ck_assert_uint_eq(cfg.access_log_queue, 1000000);
+}
+END_TEST
+
 START_TEST(usage_beats_refusal_and_help)
 {
         /* a flag error is reported before a bad variable is even looked at */
@@ -262,8 +319,8 @@ START_TEST(env_refusals)
                          "M0_PORT='70000' is not a whole number from 0 to 65535 (set M0_PORT or "
                          "--port)");
         ck_assert_int_eq(parse(NULL, ENV("M0_ACCESS_LOG=maybe")), M0_CONFIG_REFUSED);
-        ck_assert_str_eq(err, "M0_ACCESS_LOG='maybe' is not on or off (set M0_ACCESS_LOG or "
-                              "--access-log)");
+        ck_assert_str_eq(err, "M0_ACCESS_LOG='maybe' is not off, on or journal (set M0_ACCESS_LOG "
+                              "or --access-log)");
 
         /* empty, signed, padded, out of range: refused, never replaced by the default */
         const char *bad[] = {"M0_THREADS=",
@@ -547,6 +604,7 @@ static Suite *config_suite(void)
         tcase_add_test(tc, env_matching_is_exact);
         tcase_add_test(tc, usage_errors);
         tcase_add_test(tc, usage_beats_refusal_and_help);
+        tcase_add_test(tc, metrics_and_access_log);
         tcase_add_test(tc, env_refusals);
         tcase_add_test(tc, flag_shadows_bad_env);
         tcase_add_test(tc, threads_auto);
