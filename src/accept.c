@@ -50,7 +50,7 @@ static void shed_one(struct m0_loop *l, int lfd)
         int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd >= 0) {
                 close(fd);
-                l->refused_conns++;
+                m0__count(&l->refused_conns, 1);
         }
         l->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
@@ -71,12 +71,12 @@ void m0__accept_ready(struct m0_loop *l, int lfd)
                 if (atomic_fetch_add(&h->conns, 1) >= h->cfg.max_connections) {
                         atomic_fetch_sub(&h->conns, 1);
                         close(fd);
-                        l->refused_conns++;
+                        m0__count(&l->refused_conns, 1);
                         continue;
                 }
                 struct m0_loop *t = pick(l);
                 if (t == l) {
-                        l->accepted++;
+                        m0__count(&l->accepted, 1);
                         (void)m0__conn_admit(l, fd);
                         continue;
                 }
@@ -84,13 +84,13 @@ void m0__accept_ready(struct m0_loop *l, int lfd)
                 if (!m) {
                         atomic_fetch_sub(&t->load, 1);
                         atomic_fetch_add(&l->load, 1);
-                        l->accepted++;
+                        m0__count(&l->accepted, 1);
                         (void)m0__conn_admit(l, fd);
                         continue;
                 }
                 m->kind = M0_MSG_CONN;
                 m->fd = fd;
-                l->passed++;
+                m0__count(&l->passed, 1);
                 if (m0__loop_post(t, m) < 0) {
                         /* the mailbox is there for the life of the process; this cannot fail */
                 }

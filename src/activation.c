@@ -52,19 +52,25 @@ static void describe(int fd, int family, char *out, size_t len)
         }
 }
 
-static int add(struct m0_sockets *s, int fd, const char *name, int family)
+/* Append a listener to the list `*v` of `*n`. */
+static int add_to(struct m0_listener **v, size_t *n, int fd, const char *name, int family)
 {
-        struct m0_listener *v = realloc(s->v, (s->n + 1) * sizeof(*v));
-        if (!v)
+        struct m0_listener *nv = realloc(*v, (*n + 1) * sizeof(*nv));
+        if (!nv)
                 return -ENOMEM;
-        s->v = v;
-        struct m0_listener *l = &v[s->n++];
+        *v = nv;
+        struct m0_listener *l = &nv[(*n)++];
         memset(l, 0, sizeof(*l));
         l->fd = fd;
         l->family = family;
         snprintf(l->name, sizeof(l->name), "%s", name ? name : "");
         describe(fd, family, l->where, sizeof(l->where));
         return 0;
+}
+
+static int add(struct m0_sockets *s, int fd, const char *name, int family)
+{
+        return add_to(&s->v, &s->n, fd, name, family);
 }
 
 int m0__sockets_take(struct m0_sockets *s, char *err, size_t err_len)
@@ -99,7 +105,10 @@ int m0__sockets_take(struct m0_sockets *s, char *err, size_t err_len)
                 int fl2 = fcntl(fd, F_GETFL);
                 if (fl2 >= 0)
                         (void)fcntl(fd, F_SETFL, fl2 | O_NONBLOCK);
-                int ar = add(s, fd, name, family);
+                /* O1: the metrics are served on their own sockets, never on the app's. */
+                int ar = strcmp(name, M0__METRICS_NAME)
+                                 ? add(s, fd, name, family)
+                                 : add_to(&s->metrics, &s->nmetrics, fd, name, family);
                 if (ar < 0 && r == 0)
                         r = ar;
         }
@@ -109,12 +118,14 @@ int m0__sockets_take(struct m0_sockets *s, char *err, size_t err_len)
                 free(names);
         }
         s->passed = s->n > 0;
+        s->metrics_passed = s->nmetrics > 0;
         return r;
 }
 
-/* getaddrinfo() for host:port exactly as serving binds it. 0, or -EINVAL with `err` filled. */
-static int resolve(const char *host, uint32_t port, struct addrinfo **ret, char *err,
-                   size_t err_len)
+/* getaddrinfo() for host:port exactly as serving binds it. 0, or -EINVAL with `err` filled,
+ * naming the knob `what` the host came from. */
+static int resolve(const char *host, uint32_t port, const char *what, struct addrinfo **ret,
+                   char *err, size_t err_len)
 {
         struct addrinfo hints = {.ai_family = AF_UNSPEC,
                                  .ai_socktype = SOCK_STREAM,
@@ -123,7 +134,7 @@ static int resolve(const char *host, uint32_t port, struct addrinfo **ret, char 
         snprintf(ps, sizeof(ps), "%u", port);
         int g = getaddrinfo(host, ps, &hints, ret);
         if (g != 0) {
-                snprintf(err, err_len, "cannot resolve --host (M0_HOST) '%s': %s", host,
+                snprintf(err, err_len, "cannot resolve %s '%s': %s", what, host,
                          g == EAI_SYSTEM ? strerror(errno) : gai_strerror(g));
                 return -EINVAL;
         }
@@ -135,10 +146,11 @@ static void listen_failed(const char *host, uint32_t port, int r, char *err, siz
         snprintf(err, err_len, "cannot listen on %s:%u: %s", host, port, strerror(-r));
 }
 
-int m0__sockets_check_address(const char *host, uint32_t port, char *err, size_t err_len)
+int m0__sockets_check_address(const char *host, uint32_t port, const char *what, char *err,
+                              size_t err_len)
 {
         struct addrinfo *res = NULL;
-        int r = resolve(host, port, &res, err, err_len);
+        int r = resolve(host, port, what, &res, err, err_len);
         if (r < 0)
                 return r;
         r = -EADDRNOTAVAIL;
@@ -165,11 +177,13 @@ int m0__sockets_check_address(const char *host, uint32_t port, char *err, size_t
         return r;
 }
 
-int m0__sockets_bind(struct m0_sockets *s, const char *host, uint32_t port, char *err,
-                     size_t err_len)
+/* Bind and listen on the first address of host:port that takes it, added to the list `*v` of
+ * `*n` as `name`. 0, or -errno with `err` saying which address could not be listened on. */
+static int bind_listener(struct m0_listener **v, size_t *n, const char *name, const char *host,
+                         uint32_t port, const char *what, char *err, size_t err_len)
 {
         struct addrinfo *res = NULL;
-        int r = resolve(host, port, &res, err, err_len);
+        int r = resolve(host, port, what, &res, err, err_len);
         if (r < 0)
                 return r;
         r = -EADDRNOTAVAIL;
@@ -186,16 +200,36 @@ int m0__sockets_bind(struct m0_sockets *s, const char *host, uint32_t port, char
                         close(fd);
                         continue;
                 }
-                r = add(s, fd, "default", ai->ai_family);
+                r = add_to(v, n, fd, name, ai->ai_family);
                 if (r < 0)
                         close(fd);
                 break;
         }
         freeaddrinfo(res);
-        if (r < 0) {
+        if (r < 0)
                 listen_failed(host, port, r, err, err_len);
+        return r;
+}
+
+int m0__sockets_bind(struct m0_sockets *s, const char *host, uint32_t port, char *err,
+                     size_t err_len)
+{
+        int r = bind_listener(&s->v, &s->n, "default", host, port, M0__HOST_KNOBS, err, err_len);
+        if (r < 0) {
                 size_t n = strlen(err);
                 snprintf(err + n, err_len - n, " (%s)", M0__LISTEN_FIX);
+        }
+        return r;
+}
+
+int m0__sockets_bind_metrics(struct m0_sockets *s, const char *host, uint32_t port, char *err,
+                             size_t err_len)
+{
+        int r = bind_listener(&s->metrics, &s->nmetrics, M0__METRICS_NAME, host, port,
+                              M0__METRICS_KNOB, err, err_len);
+        if (r < 0) {
+                size_t n = strlen(err);
+                snprintf(err + n, err_len - n, " (%s)", M0__METRICS_FIX);
         }
         return r;
 }
@@ -211,4 +245,10 @@ void m0__sockets_close(struct m0_sockets *s)
         free(s->v);
         s->v = NULL;
         s->n = 0;
+        for (size_t i = 0; i < s->nmetrics; i++)
+                if (s->metrics[i].fd >= 0)
+                        close(s->metrics[i].fd);
+        free(s->metrics);
+        s->metrics = NULL;
+        s->nmetrics = 0;
 }

@@ -19,7 +19,15 @@ struct m0_sockets {
         size_t n;
         bool passed;  /* came from systemd (LISTEN_FDS) */
         int store_fd; /* the fd store's event state (named M0__STORE_NAME), or -1 */
+        /* The metrics listeners (O1): passed ones named M0__METRICS_NAME, or the one bound for
+         * M0_METRICS. Never among `v`: the app is not served on them, nor metrics on `v`. */
+        struct m0_listener *metrics;
+        size_t nmetrics;
+        bool metrics_passed;
 };
+
+/* The name (FileDescriptorName=) of a passed socket that serves the metrics, not the app. */
+#define M0__METRICS_NAME "metrics"
 
 /*
  * Take the sockets systemd passed; `unset_env` clears LISTEN_*. Checks each is a listening
@@ -33,11 +41,22 @@ int m0__sockets_bind(struct m0_sockets *s, const char *host, uint32_t port, char
  * Whether serving could bind host:port when nothing was passed, without taking the port: the
  * name resolves as m0__sockets_bind() resolves it, and one of its addresses is this machine's
  * (bound once on port 0, never listened on, closed at once; D47). 0, or -errno with `err`
- * filled as serving's line would be, for the `listen-sockets` check (R2, D1).
+ * filled as serving's line would be, `what` naming the knob, for the `listen-sockets` and
+ * `metrics` checks (R2, D1).
  */
-int m0__sockets_check_address(const char *host, uint32_t port, char *err, size_t err_len);
+int m0__sockets_check_address(const char *host, uint32_t port, const char *what, char *err,
+                              size_t err_len);
+/* The knobs an address comes from, as the refusals name them. */
+#define M0__HOST_KNOBS "--host (M0_HOST)"
+#define M0__METRICS_KNOB "--metrics (M0_METRICS)"
 /* What a refusal about the address serving binds tells the operator to do. */
 #define M0__LISTEN_FIX "set --host/--port or M0_HOST/M0_PORT"
+/* Bind the metrics listener on host:port (M0_METRICS) when no socket named M0__METRICS_NAME was
+ * passed. 0 or -errno with `err` filled. */
+int m0__sockets_bind_metrics(struct m0_sockets *s, const char *host, uint32_t port, char *err,
+                             size_t err_len);
+/* What a refusal about the metrics address tells the operator to do. */
+#define M0__METRICS_FIX "set --metrics or M0_METRICS to HOST:PORT, or off"
 void m0__sockets_close(struct m0_sockets *s);
 
 #endif /* M0_ACTIVATION_H */

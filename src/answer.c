@@ -148,12 +148,22 @@ void m0__route_decide(const struct m0_host *h, const struct m0_rview *v, m0_req 
         decide_rest(h, v, bind, has_body, d);
 }
 
-/* The access log's line (M0_ACCESS_LOG), for the handlers' answers and the host's alike. */
-static void access_log(struct m0_loop *l, const m0_req *req, int status, size_t bytes, bool on_pool)
+/* ---- routing's own answer, and what every answer leaves behind ---- */
+
+/* What an answer leaves behind (O1, O2), when the metrics or the access log watch: its count,
+ * its duration, its line or journal entry. */
+static void note(struct m0_conn *c, enum m0_answer_kind kind, const m0_req *req, int status,
+                 size_t bytes, size_t body_len, bool on_pool)
 {
-        if (l->host->cfg.access_log)
-                m0__log(M0_LOG_INFO, l->index, NULL, "%s %s %d %zu%s", req->method, req->path,
-                        status, bytes, on_pool ? " (pool)" : "");
+        m0__request_done(c, &(struct m0_access){.kind = kind,
+                                                .method = req->method,
+                                                .method_len = strlen(req->method),
+                                                .path = req->path,
+                                                .path_len = req->path_len,
+                                                .status = status,
+                                                .bytes = bytes,
+                                                .body_len = body_len,
+                                                .on_pool = on_pool});
 }
 
 void m0__route_answer(struct m0_conn *c, const struct m0_rview *v, const struct m0_decision *d,
@@ -183,11 +193,17 @@ void m0__route_answer(struct m0_conn *c, const struct m0_rview *v, const struct 
                 .headers = lines.data,
                 .headers_len = r == 0 ? lines.len : 0,
         };
+        size_t mark = l->wbuf.len;
         if (m0__res_error(l, &a, &l->wbuf) < 0 || a.conn == M0__CONN_CLOSE)
                 c->closing = true;
         m0__buf_free(&lines);
-        if (v->req)
-                access_log(l, v->req, a.status, 0, false);
+        /* Routing's answer to a whole request is counted and logged as a handler's (O1, O2);
+         * one made before the body, which closes the connection, as a refusal. */
+        if (!v->req)
+                m0__request_refused(c, a.status, l->wbuf.len - mark);
+        else if (l->observe || h->cfg.access_log == M0_ACCESS_LINE)
+                note(c, M0_ANSWER_HANDLER, v->req, a.status, l->wbuf.len - mark,
+                     m0__res_error_body_len(a.status), false);
 }
 
 /* ---- the answer of a handler ---- */
@@ -220,9 +236,21 @@ static void answer(struct m0_conn *c, const m0_req *req, m0_res *res, bool is_he
                 (void)m0__res_error(l, &a, &l->wbuf);
                 conn = M0__CONN_CLOSE;
         }
-        access_log(l, req, res->status, res->body.len, on_pool);
+        if (l->observe || h->cfg.access_log == M0_ACCESS_LINE)
+                note(c, M0_ANSWER_HANDLER, req, r < 0 ? 500 : res->status, l->wbuf.len - mark,
+                     res->body.len, on_pool);
         if (conn == M0__CONN_CLOSE)
                 c->closing = true;
+}
+
+/* A stream begins (S1): its head, `: open` and its replay, counted as its request's answer. */
+static void begin_stream(struct m0_conn *c, const m0_req *req, const m0_res *res)
+{
+        struct m0_loop *l = c->loop;
+        size_t mark = l->wbuf.len;
+        m0__sse_begin(c, req, res);
+        if (l->observe)
+                note(c, M0_ANSWER_STREAM, req, 200, l->wbuf.len - mark, 0, false);
 }
 
 /* Hand the request to the loop's pool (P1). False when there is no memory for the job: it is
@@ -265,7 +293,7 @@ static void run_here(struct m0_conn *c, m0_req *req, m0_handler_fn fn, bool is_h
                         return;
                 }
         }
-        m0__sse_begin(c, req, &l->res);
+        begin_stream(c, req, &l->res);
 }
 
 void m0__conn_dispatch(struct m0_conn *c)
@@ -328,7 +356,9 @@ void m0__conn_refuse(struct m0_conn *c, int status)
                 a.headers = allow;
                 a.headers_len = 7 + n + 2;
         }
+        size_t mark = l->wbuf.len;
         (void)m0__res_error(l, &a, &l->wbuf);
+        m0__request_refused(c, status, l->wbuf.len - mark);
         c->closing = true;
 }
 
@@ -343,6 +373,8 @@ void m0__conn_job_done(struct m0_job *job)
         }
         c->busy = false;
         m0__slice_begin(c);
+        if (c->loop->observe & M0_OBSERVE_METRICS)
+                m0__histogram_note(&c->loop->stats.job, job->run_us);
         answer(c, &job->req, &job->res, job->is_head, job->conn_mode, true);
         m0__job_free(job);
         m0__conn_resume(c);

@@ -146,6 +146,9 @@ int64_t m0__bus_publish(struct m0_bus *b, const char *event, const char *data, i
         *s = f;
         if (b->count < b->cap)
                 b->count++;
+        m0__count(&b->published, 1);
+        if (old)
+                m0__count(&b->evicted, 1);
         if (b->store)
                 m0__store_note(b, f);
         unsigned queued = 0;
@@ -229,6 +232,12 @@ uint64_t m0__bus_last(struct m0_bus *b)
         uint64_t id = b->last_id;
         pthread_mutex_unlock(&b->lock);
         return id;
+}
+
+void m0__bus_stats(struct m0_bus *b, struct m0_bus_stats *ret)
+{
+        *ret = (struct m0_bus_stats){.published = m0__counter_read(&b->published),
+                                     .evicted = m0__counter_read(&b->evicted)};
 }
 
 int64_t m0_publish(const char *event, const char *data, int skip_loop)

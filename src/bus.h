@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "metrics.h"
+
 struct m0_store;
 
 /* The largest event id: 2^62. No process of ours reaches it (146 years at a billion events a
@@ -57,6 +59,16 @@ struct m0_bus {
         void (*wake)(void *ud, int skip_loop);
         void *wake_ud;
         struct m0_store *store; /* the memfd in systemd's fd store (B4), or NULL */
+        /* For the metrics (O1): written under `lock`, read by m0__bus_stats() without it. */
+        m0_counter published; /* events published since the process started */
+        m0_counter evicted;   /* events pushed out of the replay ring by newer ones */
+};
+
+/* What the bus counted, for the metrics (O1). Named channels (N1, N4) add theirs here: channels
+ * evicted, and replays per channel. */
+struct m0_bus_stats {
+        uint64_t published;
+        uint64_t evicted;
 };
 
 extern struct m0_bus *m0__bus_global; /* set once before any thread exists */
@@ -78,6 +90,8 @@ size_t m0__bus_take(struct m0_bus *b, uint64_t after, struct m0_frame **out, siz
 size_t m0__bus_take_channel(struct m0_bus *b, int chan, struct m0_frame **out, size_t max,
                             struct m0_refusal *ret_refused);
 uint64_t m0__bus_last(struct m0_bus *b);
+/* The bus's counters, without its lock (any thread). */
+void m0__bus_stats(struct m0_bus *b, struct m0_bus_stats *ret);
 void m0__frame_unref(struct m0_frame *f);
 
 #endif /* M0_BUS_H */

@@ -5,17 +5,23 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "accesslog.h"
 #include "activation.h"
 #include "checks.h"
 #include "host.h"
 #include "pgbus.h"
 #include "util.h"
 
-/* File descriptors the host needs beside its connections: listeners, epoll, mailboxes, logs. */
+/* File descriptors the host needs beside its connections: listeners, epoll, mailboxes, logs,
+ * and the metrics thread's and the journal access log's when they are on. */
 static uint64_t fds_needed(const struct m0_host *h)
 {
         const struct m0_config *cfg = &h->cfg;
-        return (uint64_t)cfg->max_connections + 64 +
+        uint64_t metrics = h->sockets.nmetrics || cfg->metrics.on
+                                   ? (uint64_t)cfg->metrics_max_connections + 3
+                                   : 0;
+        uint64_t journal = cfg->access_log == M0_ACCESS_JOURNAL ? cfg->threads : 0;
+        return (uint64_t)cfg->max_connections + 64 + metrics + journal +
                (uint64_t)cfg->threads * (4 + h->sockets.n) * (1 + cfg->blocking_threads);
 }
 
@@ -107,7 +113,8 @@ static void check_listen_sockets(struct m0_host *h, struct m0_check *c)
         else if (h->sockets.passed)
                 pass(c, "%zu socket%s passed by systemd", h->sockets.n,
                      h->sockets.n == 1 ? "" : "s");
-        else if (m0__sockets_check_address(h->cfg.host, h->cfg.port, why, sizeof(why)) < 0)
+        else if (m0__sockets_check_address(h->cfg.host, h->cfg.port, M0__HOST_KNOBS, why,
+                                           sizeof(why)) < 0)
                 fail(c, M0__LISTEN_FIX, "%s", why);
         else
                 pass(c, "none passed; will bind %s:%u", h->cfg.host, h->cfg.port);
@@ -206,6 +213,40 @@ static void check_cors(struct m0_host *h, struct m0_check *c)
                      k->max_age);
 }
 
+/* O1: where the metrics would be served: passed sockets named metrics win over M0_METRICS, whose
+ * address must be one this machine has. */
+static void check_metrics(struct m0_host *h, struct m0_check *c)
+{
+        const struct m0_addr *a = &h->cfg.metrics;
+        char why[sizeof(c->detail)];
+        size_t n = h->sockets.nmetrics;
+        if (h->sockets.metrics_passed)
+                pass(c, "%zu socket%s named " M0__METRICS_NAME " passed by systemd%s", n,
+                     n == 1 ? "" : "s", a->on ? "; M0_METRICS is not used" : "");
+        else if (!a->on)
+                pass(c, "off: no socket named " M0__METRICS_NAME " passed, M0_METRICS off");
+        else if (m0__sockets_check_address(a->host, a->port, M0__METRICS_KNOB, why, sizeof(why)) <
+                 0)
+                fail(c, M0__METRICS_FIX, "%s", why);
+        else
+                pass(c, "GET /metrics on %s (%s)", a->text, knob_named(h, "metrics", "M0_METRICS"));
+}
+
+/* O2: an access log to the journal needs a journald that takes datagrams. */
+static void check_access_log(struct m0_host *h, struct m0_check *c)
+{
+        char why[sizeof(c->detail) - 64];
+        if (h->cfg.access_log == M0_ACCESS_OFF)
+                pass(c, "off");
+        else if (h->cfg.access_log == M0_ACCESS_LINE)
+                pass(c, "on: one log line per request");
+        else if (m0__journal_probe(why, sizeof(why)) < 0)
+                fail(c, "run it under systemd-journald, or set M0_ACCESS_LOG to on or off",
+                     "%s=journal, but %s", knob_named(h, "access-log", "M0_ACCESS_LOG"), why);
+        else
+                pass(c, "journal: %s", why);
+}
+
 static const struct {
         const char *name;
         void (*run)(struct m0_host *h, struct m0_check *c);
@@ -219,6 +260,8 @@ static const struct {
         {"bus", check_bus},
         {"routes", check_routes},
         {"cors", check_cors},
+        {"metrics", check_metrics},
+        {"access-log", check_access_log},
 };
 
 int m0__checks_run(struct m0_host *h, struct m0_check *out, size_t n_out, size_t *ret_n)

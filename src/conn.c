@@ -53,6 +53,8 @@ void m0__conn_close(struct m0_conn *c)
         m0__buf_free(&c->out);
         atomic_fetch_sub(&l->load, 1);
         atomic_fetch_sub(&l->host->conns, 1);
+        if (l->observe & M0_OBSERVE_METRICS)
+                m0__uncount(&l->stats.conns_open, 1);
         if (c->busy)
                 return; /* the job names c: it is freed when the job comes back */
         /* Events later in this turn may still name c: free it after the turn. */
@@ -84,6 +86,8 @@ int m0__conn_admit(struct m0_loop *l, int fd)
         if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &e) < 0)
                 goto fail;
         m0__timer_set(c, M0_TIMER_IDLE);
+        if (l->observe & M0_OBSERVE_METRICS)
+                m0__count(&l->stats.conns_open, 1);
         if (l->stopping)
                 m0__conn_stop(c);
         return 0;
@@ -131,8 +135,11 @@ static ssize_t send_now(struct m0_conn *c, const void *data, size_t len)
         do
                 w = send(c->fd, data, len, MSG_NOSIGNAL);
         while (w < 0 && errno == EINTR);
-        if (w >= 0)
+        if (w >= 0) {
+                if (c->loop->observe & M0_OBSERVE_METRICS)
+                        m0__count(&c->loop->stats.bytes_out, (uint64_t)w);
                 return w;
+        }
         if (errno == EAGAIN)
                 return 0;
         m0__conn_close(c);
@@ -277,8 +284,14 @@ static void run_buffered(struct m0_conn *c)
 static size_t read_in(struct m0_conn *c, char *buf, size_t cap)
 {
         ssize_t n = read(c->fd, buf, cap);
-        if (n > 0)
+        if (n > 0) {
+                struct m0_loop *l = c->loop;
+                if (l->observe)
+                        c->read_ns = m0__now_ns(); /* when requests begun in it arrived (D80) */
+                if (l->observe & M0_OBSERVE_METRICS)
+                        m0__count(&l->stats.bytes_in, (uint64_t)n);
                 return (size_t)n;
+        }
         if (n == 0 || (errno != EAGAIN && errno != EINTR))
                 m0__conn_close(c); /* the client left, after its last answer or mid-request */
         return 0;
@@ -392,7 +405,7 @@ int m0__conn_send(struct m0_conn *c, const void *data, size_t len)
                 if (pending + len > c->loop->host->cfg.max_output_bytes) {
                         /* B2: a subscriber this far behind is closed; it reconnects with
                          * Last-Event-ID and gets what is still kept. */
-                        c->loop->streams_cut++;
+                        m0__count(&c->loop->streams_cut, 1);
                         m0__conn_close(c);
                         return -EPIPE;
                 }

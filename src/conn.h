@@ -74,6 +74,10 @@ struct m0_conn {
         struct m0_task task;
         uint32_t qevents;
 
+        /* When the loop times requests (M0_OBSERVE_*, D80): the time of the connection's last
+         * read, and of the read that brought the current request's first byte. */
+        uint64_t read_ns, t_start;
+
         /* A server-sent event stream (S1): the connection parses nothing more. */
         bool stream;
         uint64_t cursor;      /* the last event id this stream was sent */

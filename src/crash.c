@@ -162,6 +162,7 @@ static const char *kind_name(int kind)
         case M0_THREAD_POOL: return "pool";
         case M0_THREAD_PRODUCER: return "producer";
         case M0__THREAD_COMPUTE: return "compute";
+        case M0__THREAD_METRICS: return "metrics";
         default: return "coordinator";
         }
 }
@@ -208,6 +209,7 @@ static void describe(struct out *m, int sig, const siginfo_t *si)
         } else {
                 put(m, t_kind == M0_THREAD_PRODUCER   ? "the producer"
                        : t_kind == M0__THREAD_COMPUTE ? "a compute thread"
+                       : t_kind == M0__THREAD_METRICS ? "the metrics thread"
                                                       : "the coordinator");
         }
         put(m, " crashed: ");

@@ -11,8 +11,9 @@
 struct m0_host;
 struct m0_loop;
 
-/* A compute thread, beside the kinds of m0_thread_kind. */
+/* A compute thread and the metrics thread, beside the kinds of m0_thread_kind. */
 #define M0__THREAD_COMPUTE 3
+#define M0__THREAD_METRICS 4
 
 /* Install the fatal-signal handlers (J2) once, before any thread exists. */
 void m0__crash_install(struct m0_host *h, bool journal);

@@ -272,6 +272,16 @@ static void human_lines(struct m0_host *h, const struct facts *f, struct each *e
         else
                 fprintf(out, "sockets: none passed; serving would bind %s:%u\n", cfg->host,
                         cfg->port);
+        if (h->sockets.metrics_passed)
+                for (size_t i = 0; i < h->sockets.nmetrics; i++)
+                        fprintf(out, "metrics: GET /metrics on fd %d '%s' %s\n",
+                                h->sockets.metrics[i].fd, h->sockets.metrics[i].name,
+                                h->sockets.metrics[i].where);
+        else if (cfg->metrics.on)
+                fprintf(out, "metrics: serving would bind %s for GET /metrics\n",
+                        cfg->metrics.text);
+        else
+                fprintf(out, "metrics: off\n");
         fprintf(out, "watchdog: %s\n", f->wd);
         fprintf(out, "fd store: %s\n",
                 h->sockets.store_fd >= 0 ? "event state passed back (" M0__STORE_NAME ")"
@@ -297,6 +307,14 @@ static void json_sockets_watchdog(struct m0_host *h, const struct facts *f, FILE
                 json_str(out, h->sockets.v[i].where);
                 fprintf(out, "}");
         }
+        fprintf(out, "]},\"metrics\":{\"passed\":%s,\"listen\":[",
+                h->sockets.metrics_passed ? "true" : "false");
+        for (size_t i = 0; i < h->sockets.nmetrics; i++) {
+                fprintf(out, "%s", i ? "," : "");
+                json_str(out, h->sockets.metrics[i].where);
+        }
+        if (!h->sockets.metrics_passed && h->cfg.metrics.on)
+                json_str(out, h->cfg.metrics.text);
         fprintf(out, "]},\"watchdog\":{\"usec\":");
         if (f->wd_usec)
                 fprintf(out, "%llu", (unsigned long long)f->wd_usec);

@@ -137,8 +137,11 @@ static void status_line(struct m0_host *h, char *out, size_t len)
         for (size_t i = 0; i < h->sockets.n && n > 0 && (size_t)n < len; i++)
                 n += snprintf(out + n, len - (size_t)n, " %s", h->sockets.v[i].where);
         if (n > 0 && (size_t)n < len)
-                snprintf(out + n, len - (size_t)n, "; %u compute thread%s", comp,
-                         comp == 1 ? "" : "s");
+                n += snprintf(out + n, len - (size_t)n, "; %u compute thread%s", comp,
+                              comp == 1 ? "" : "s");
+        for (size_t i = 0; i < h->sockets.nmetrics && n > 0 && (size_t)n < len; i++)
+                n += snprintf(out + n, len - (size_t)n, "%s %s", i ? "" : "; metrics on",
+                              h->sockets.metrics[i].where);
 }
 
 /*
@@ -170,6 +173,11 @@ static bool await_handlers(struct m0_host *h)
                         add_thread(h, &h->compute.threads[i]);
         if (r < 0) {
                 m0__log(M0_LOG_ERR, -1, NULL, "cannot start the compute pool");
+                return false;
+        }
+        r = m0__metrics_start(h);
+        if (r < 0) {
+                m0__log(M0_LOG_ERR, -1, NULL, "cannot start the metrics thread: %s", strerror(-r));
                 return false;
         }
         char st[512], msg[600];
@@ -375,6 +383,8 @@ static int serve(struct m0_host *h)
                 code = serve_until_signal(h, sfd);
         else
                 code = abort_start(h, code);
+        /* Scrapes are answered through the drain, until every loop is joined (O1). */
+        m0__metrics_stop(h);
         release(h);
         if (sfd >= 0)
                 close(sfd);
@@ -430,11 +440,17 @@ static int take_sockets(struct m0_host *h)
                          checks[first].detail);
                 return refuse(finding, checks[first].fix);
         }
-        if (!h->sockets.passed) {
+        if (!h->sockets.passed || (h->cfg.metrics.on && !h->sockets.metrics_passed))
                 (void)m0__caps_keep_bind(); /* the bound set is dropped whole right after */
-                if (m0__sockets_bind(&h->sockets, h->cfg.host, h->cfg.port, err, sizeof(err)) < 0)
-                        return refuse(err, NULL);
-        }
+        if (!h->sockets.passed &&
+            m0__sockets_bind(&h->sockets, h->cfg.host, h->cfg.port, err, sizeof(err)) < 0)
+                return refuse(err, NULL);
+        /* O1: a passed socket named metrics wins over M0_METRICS, as passed sockets win over
+         * M0_HOST/M0_PORT. */
+        if (h->cfg.metrics.on && !h->sockets.metrics_passed &&
+            m0__sockets_bind_metrics(&h->sockets, h->cfg.metrics.host, h->cfg.metrics.port, err,
+                                     sizeof(err)) < 0)
+                return refuse(err, NULL);
         (void)m0__limits_raise(h);
         /* K1: the sockets are held; nothing else the host does needs a capability. */
         if (m0__caps_drop(err, sizeof(err)) < 0) {

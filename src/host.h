@@ -15,6 +15,7 @@
 #include "handler.h"
 #include "loop.h"
 #include "m0.h"
+#include "metrics.h"
 #include "producer.h"
 #include "route.h"
 #include "thread.h"
@@ -53,6 +54,10 @@ struct m0_host {
          * a request being answered right then already gets Connection: close (X1). */
         atomic_bool stopping;
         char sockets_err[256]; /* why a passed socket cannot be served; "" when all are fine */
+        struct m0_metrics_server metrics; /* GET /metrics on sockets.metrics (O1) */
+        /* The database bus (G1), once the bus integration starts it for an M0_BUS URI; NULL
+         * with the local bus. The metrics show its state while it is set. */
+        struct m0_pgbus *pgbus;
 };
 
 /* m0_handler_info's loop_handler_max_ms: a quarter of the watchdog's interval, 0 without one. */

@@ -18,10 +18,12 @@
 #include "sse.h"
 
 /*
- * epoll tags: a connection is registered with its own (aligned) pointer, the mailbox with the
- * address of a static marker, a listener with its index shifted left and the low bit set.
+ * epoll tags: a connection is registered with its own (aligned) pointer, the mailbox and the
+ * journal socket with the addresses of static markers, a listener with its index shifted left
+ * and the low bit set.
  */
 static uint64_t tag_mailbox;
+static uint64_t tag_journal; /* the access log's socket to journald, writable again (D81) */
 
 #define LISTENER_BIT UINT64_C(1)
 
@@ -38,6 +40,21 @@ void m0__loop_prepare(struct m0_loop *l, struct m0_host *h, int index)
         for (int i = 0; i < M0_TASK_N; i++)
                 l->src_task[i].kind = (int8_t)i;
         m0__thread_init(&l->thread, M0_THREAD_LOOP, index, -1, m0__loop_main, l);
+        m0__journal_prepare(&l->journal, h->app && h->app->name ? h->app->name : "m0", index,
+                            h->cfg.access_log_queue);
+}
+
+/* What the loop counts and logs for operators (O1, O2): the metrics when a metrics listener is
+ * set up, a journal entry per request with M0_ACCESS_LOG=journal. */
+static int observe_build(struct m0_loop *l)
+{
+        struct m0_host *h = l->host;
+        if (h->sockets.nmetrics)
+                l->observe |= M0_OBSERVE_METRICS;
+        if (h->cfg.access_log != M0_ACCESS_JOURNAL)
+                return 0;
+        l->observe |= M0_OBSERVE_JOURNAL;
+        return m0__journal_open(&l->journal, l->epfd, &tag_journal);
 }
 
 int m0__loop_build(struct m0_loop *l)
@@ -55,6 +72,9 @@ int m0__loop_build(struct m0_loop *l)
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &tag_mailbox};
         if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->mb_fd, &ev) < 0)
                 return -errno;
+        r = observe_build(l);
+        if (r < 0)
+                return r;
         l->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         /* Each loop holds its own copy of every listener; closing it at the drain is per loop. */
         l->nlisten = h->sockets.n;
@@ -132,6 +152,7 @@ void m0__loop_destroy(struct m0_loop *l)
         m0__buf_free(&l->res.head);
         m0__buf_free(&l->res.body);
         m0__buf_free(&l->wbuf);
+        m0__journal_destroy(&l->journal);
         m0__pool_destroy(&l->pool);
         pthread_mutex_destroy(&l->mb_lock);
         pthread_mutex_destroy(&l->cur_lock);
@@ -207,7 +228,7 @@ static void cut_all(struct m0_loop *l)
                         /* a connection lingering after its last answer was answered whole, and
                          * one idle since the stop was serving nothing */
                         if (cls != M0_TIMER_LINGER && cls != M0_TIMER_DRAIN)
-                                l->cut++;
+                                m0__count(&l->cut, 1);
                         m0__conn_close(c);
                 }
         }
@@ -218,7 +239,7 @@ static void cut_all(struct m0_loop *l)
                 next = q->next;
                 if (t->kind != M0_TASK_CONN)
                         continue;
-                l->cut++;
+                m0__count(&l->cut, 1);
                 m0__conn_close(M0__CONTAINER_OF(t, struct m0_conn, task));
         }
         if (l->cut)
@@ -251,7 +272,7 @@ static void handle_messages(struct m0_loop *l)
                 struct m0_msg *m = M0__CONTAINER_OF(n, struct m0_msg, link);
                 switch (m->kind) {
                 case M0_MSG_CONN:
-                        l->received++;
+                        m0__count(&l->received, 1);
                         /* Hand-offs queued before the stop are admitted even while draining;
                          * admit tells them to stop like the rest. */
                         (void)m0__conn_admit(l, m->fd);
@@ -463,6 +484,8 @@ int m0__loop_run_once(struct m0_loop *l, int timeout_ms)
                 void *p = evs[i].data.ptr;
                 if (p == &tag_mailbox) {
                         drain_mailbox(l);
+                } else if (p == &tag_journal) {
+                        m0__journal_flush(l);
                 } else if (evs[i].data.u64 & LISTENER_BIT) {
                         /* A batch of accepts (at most 64) is one item; in a full turn the
                          * listener waits for epoll's next report. */
@@ -488,6 +511,10 @@ int m0__loop_run_once(struct m0_loop *l, int timeout_ms)
                 l->next_tick_ms = l->now_ms + l->host->tick_ms;
         }
         deliver_pending(l);
+        /* The turn's access log entries leave in one sendmmsg(), off every request's path (D81);
+         * while journald's queue is full they wait for EPOLLOUT instead. */
+        if (l->journal.n && !l->journal.waiting)
+                m0__journal_flush(l);
         /* W1: the heartbeat says a whole turn, bounded, was done; a turn held by a handler that
          * does not return does not beat. */
         atomic_fetch_add_explicit(&l->heartbeat, 1, memory_order_relaxed);
@@ -560,6 +587,8 @@ void *m0__loop_main(void *arg)
                                 l->index, strerror(-r));
                 }
                 m0__pool_stop(&l->pool);
+                if (l->observe & M0_OBSERVE_JOURNAL)
+                        m0__journal_finish(l, l->drain_deadline_ms);
                 log_counts(l);
         }
         m0__handler_end(h, &l->thread);

@@ -11,8 +11,10 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "accesslog.h"
 #include "buf.h"
 #include "list.h"
+#include "metrics.h"
 #include "pool.h"
 #include "request.h"
 #include "response.h"
@@ -66,6 +68,10 @@ enum m0_timer_class {
         M0_TIMER_N,
 };
 
+/* struct m0_loop's `observe` bits. */
+#define M0_OBSERVE_METRICS 1u /* a metrics listener is set up: count for the scrape */
+#define M0_OBSERVE_JOURNAL 2u /* M0_ACCESS_LOG=journal: an entry per request */
+
 struct m0_loop {
         struct m0_host *host;
         int index;
@@ -81,12 +87,17 @@ struct m0_loop {
         /* Connections this loop holds or has been promised (a hand-off on its way): the load
          * accept sharing balances. Written by any accepting loop, read by all. */
         atomic_uint load;
-        /* Counters, written by this loop only, read at exit. */
-        uint64_t passed;   /* connections this loop accepted and handed to another */
-        uint64_t received; /* connections handed to this loop by another */
-        uint64_t accepted; /* connections this loop accepted itself and kept */
+        /* Counters, written by this loop only (m0__count), read at exit and by the metrics. */
+        m0_counter passed;   /* connections this loop accepted and handed to another */
+        m0_counter received; /* connections handed to this loop by another */
+        m0_counter accepted; /* connections this loop accepted itself and kept */
         uint64_t requests;
-        uint64_t refused_conns; /* closed at once: over max_connections or no fd left */
+        m0_counter refused_conns; /* closed at once: over max_connections or no fd left */
+        /* What the metrics and the access log need (O1, O2): M0_OBSERVE_* bits, fixed at
+         * build; requests are timed when any is set. */
+        uint8_t observe;
+        struct m0_loop_stats stats; /* counted while M0_OBSERVE_METRICS is set */
+        struct m0_journal journal;  /* M0_OBSERVE_JOURNAL: entries on their way to journald */
 
         int *listen_fds; /* this loop's copies of the listeners */
         size_t nlisten;
@@ -95,7 +106,7 @@ struct m0_loop {
         bool stopping;
         bool failed;
         uint64_t drain_deadline_ms; /* set at the stop: connections left past it are cut */
-        uint64_t cut;               /* connections cut at the drain's bound */
+        m0_counter cut;             /* connections cut at the drain's bound */
 
         struct m0_list timers[M0_TIMER_N]; /* of m0_conn, by their timer link */
         uint64_t now_ms;
@@ -116,22 +127,23 @@ struct m0_loop {
         struct m0_task src_task[M0_TASK_N]; /* the loop's sources' places on the run queue */
 
         struct m0_list dead; /* closed during this turn; freed after it (events may name them) */
-        /* The buffer llhttp is parsing now: callbacks turn pointers into offsets. */
+        /* The buffer llhttp is parsing now, and whose: callbacks turn pointers into offsets. */
         const char *cur_base;
         size_t cur_len;
+        const struct m0_conn *cur_conn; /* NULL between parses */
         struct m0_buf wbuf; /* responses of the connection being served, written in one go */
 
         struct m0_pool pool;
 
         /* streams (S1) and the bus channel (B1) */
-        struct m0_list streams;  /* of m0_conn, by their stream link */
-        atomic_bool bus_pending; /* set by a publisher, cleared by the loop (wakes on 0→1) */
-        uint64_t chan_refused;   /* frames this loop's channel refused, being full (B2) */
-        uint64_t chan_closed;    /* streams closed because their loop's channel was full */
-        uint64_t chan_logged_ms; /* when a full channel was last logged */
-        uint64_t streams_cut;    /* streams closed because their backlog passed its bound */
-        uint64_t streams_unread; /* streams closed at the stop with frames their client had not
-                                    taken */
+        struct m0_list streams;    /* of m0_conn, by their stream link */
+        atomic_bool bus_pending;   /* set by a publisher, cleared by the loop (wakes on 0→1) */
+        m0_counter chan_refused;   /* frames this loop's channel refused, being full (B2) */
+        m0_counter chan_closed;    /* streams closed because their loop's channel was full */
+        uint64_t chan_logged_ms;   /* when a full channel was last logged */
+        m0_counter streams_cut;    /* streams closed because their backlog passed its bound */
+        m0_counter streams_unread; /* streams closed at the stop with frames their client had
+                                      not taken */
         uint64_t next_heartbeat_ms;
 
         /* The request the loop is serving, read by the watchdog; kept only when it is on. */

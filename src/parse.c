@@ -20,6 +20,7 @@ static int on_message_begin(llhttp_t *p)
         c->body.len = 0;
         c->routed = false; /* body_ahead() routes a request with a body, and bounds it */
         c->discard = false;
+        c->t_start = c->read_ns; /* the request arrived with the read that brought this byte */
         /* Its first byte may have come before this parse (on_readable, keep_rest). */
         if (!c->read_deadline)
                 m0__read_begin(c, M0_TIMER_HEAD);
@@ -203,6 +204,7 @@ size_t m0__conn_parse(struct m0_conn *c, char *base, size_t len, size_t pos)
         const struct m0_config *cfg = &l->host->cfg;
         l->cur_base = base;
         l->cur_len = len;
+        l->cur_conn = c;
         while (pos < len && !c->closing && !c->busy && !c->stream) {
                 if (l->wbuf.len >= cfg->max_output_bytes || !slice_goes_on(l))
                         break;
@@ -244,8 +246,10 @@ size_t m0__conn_parse(struct m0_conn *c, char *base, size_t len, size_t pos)
                         m0__conn_refuse(c, c->err_status ? c->err_status : 400);
                 pos = len;
         }
-        if (c->closing || c->busy || c->stream)
+        if (c->closing || c->busy || c->stream) {
+                l->cur_conn = NULL;
                 return c->busy ? pos : len;
+        }
         /* Heads still arriving: 414 for a request line past the URI bound, 431 past the head bound. */
         if (c->phase == PH_HEAD && c->req_started) {
                 size_t have = len - c->req_off;
@@ -255,5 +259,6 @@ size_t m0__conn_parse(struct m0_conn *c, char *base, size_t len, size_t pos)
                 else if (have > cfg->max_head_bytes)
                         m0__conn_refuse(c, 431);
         }
+        l->cur_conn = NULL;
         return pos;
 }

@@ -46,6 +46,7 @@ void m0__pool_submit(struct m0_pool *p, struct m0_job *job)
 {
         pthread_mutex_lock(&p->lock);
         m0__list_push(&p->queue, &job->link);
+        m0__count(&p->depth, 1);
         pthread_cond_signal(&p->cond);
         pthread_mutex_unlock(&p->lock);
 }
@@ -137,6 +138,8 @@ static struct m0_job *next_job(struct m0_pool *p)
         while (m0__list_empty(&p->queue) && !p->stop)
                 pthread_cond_wait(&p->cond, &p->lock);
         struct m0_link *n = m0__list_pop(&p->queue);
+        if (n)
+                m0__uncount(&p->depth, 1);
         pthread_mutex_unlock(&p->lock);
         return M0__LIST_ENTRY(n, struct m0_job, link);
 }
@@ -148,7 +151,9 @@ static void run_job(struct m0_pool_thread *t, struct m0_job *job)
         struct m0_host *h = l->host;
         job->req.thread = t->index;
         m0__thread_request_set(h, job->req.method, job->req.path);
+        uint64_t t0 = m0__now_ns();
         m0__app_run(job->fn, &job->req, &job->res, t->thread.state);
+        job->run_us = (m0__now_ns() - t0) / 1000;
         m0__thread_request_set(h, NULL, NULL);
         if (job->res.stream_refused || job->res.stream) {
                 /* P2: a stream lives on a loop; a pool thread cannot hold one. */

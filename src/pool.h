@@ -9,6 +9,7 @@
 
 #include "list.h"
 #include "m0.h"
+#include "metrics.h"
 #include "request.h"
 #include "response.h"
 #include "thread.h"
@@ -28,6 +29,7 @@ struct m0_job {
         struct m0_req req;           /* points into `mem` */
         struct m0_res res;           /* built on the pool thread */
         char *mem;
+        uint64_t run_us; /* how long the handler ran on its pool thread (O1) */
 };
 
 /* One pool thread of one loop. */
@@ -42,6 +44,9 @@ struct m0_pool {
         pthread_mutex_t lock;
         pthread_cond_t cond;
         struct m0_list queue; /* of m0_job, oldest first */
+        /* Jobs queued and not yet taken by a pool thread, for the metrics: written under
+         * `lock` (so by one thread at a time), read without it. */
+        m0_counter depth;
         bool stop;
         int nthreads;
         struct m0_pool_thread *threads;

@@ -130,6 +130,16 @@ int m0__res_serialize(struct m0_loop *l, const struct m0_res *res, bool head_onl
         return 0;
 }
 
+/* The body of the host's own answers from 400 on: "404 Not Found\n". */
+#define ERROR_BODY "%d %s\n"
+
+size_t m0__res_error_body_len(int status)
+{
+        if (status < 400)
+                return 0;
+        return (size_t)snprintf(NULL, 0, ERROR_BODY, status, m0__status_reason(status));
+}
+
 int m0__res_error(struct m0_loop *l, const struct m0_host_answer *a, struct m0_buf *out)
 {
         static const char ct[] = "Content-Type: text/plain; charset=utf-8\r\n";
@@ -137,7 +147,7 @@ int m0__res_error(struct m0_loop *l, const struct m0_host_answer *a, struct m0_b
         struct m0_res res = {.status = a->status};
         bool text = a->status >= 400;
         if (text) {
-                int n = snprintf(body, sizeof(body), "%d %s\n", a->status,
+                int n = snprintf(body, sizeof(body), ERROR_BODY, a->status,
                                  m0__status_reason(a->status));
                 res.body.data = body;
                 res.body.len = (size_t)n;

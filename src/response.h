@@ -48,6 +48,9 @@ int m0__res_serialize(struct m0_loop *l, const struct m0_res *res, bool head_onl
  * text/plain one.
  */
 int m0__res_error(struct m0_loop *l, const struct m0_host_answer *a, struct m0_buf *out);
+/* The length of the body m0__res_error() gives `status` (0 below 400), as the access log's
+ * line says it (O2). */
+size_t m0__res_error_body_len(int status);
 const char *m0__status_reason(int status);
 
 #endif /* M0_RESPONSE_H */

@@ -30,14 +30,19 @@ int m0_res_stream(m0_res *res)
 static void link_stream(struct m0_loop *l, struct m0_conn *c)
 {
         m0__list_push(&l->streams, &c->slink);
+        if (l->observe & M0_OBSERVE_METRICS)
+                m0__count(&l->stats.streams_open, 1);
 }
 
 void m0__sse_unlink(struct m0_conn *c)
 {
         if (!c->stream)
                 return;
-        m0__list_unlink(&c->loop->streams, &c->slink);
+        struct m0_loop *l = c->loop;
+        m0__list_unlink(&l->streams, &c->slink);
         c->stream = false;
+        if (l->observe & M0_OBSERVE_METRICS)
+                m0__uncount(&l->stats.streams_open, 1);
 }
 
 /*
@@ -121,6 +126,8 @@ void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res)
                 struct m0_frame *f[TAKE_BATCH];
                 uint64_t last, lost;
                 size_t n = m0__bus_take(b, c->cursor, f, TAKE_BATCH, &last, &lost);
+                if (l->observe & M0_OBSERVE_METRICS)
+                        m0__count(&l->stats.replayed, n);
                 for (size_t i = 0; i < n; i++) {
                         if (r == 0)
                                 r = m0__buf_append(w, f[i]->bytes + f[i]->start,
@@ -150,8 +157,8 @@ static void close_behind(struct m0_loop *l, const struct m0_refusal *r)
                 m0__conn_end(c);
                 closed++;
         }
-        l->chan_refused += r->count;
-        l->chan_closed += closed;
+        m0__count(&l->chan_refused, r->count);
+        m0__count(&l->chan_closed, closed);
         if (l->chan_logged_ms && l->now_ms < l->chan_logged_ms + 1000)
                 return;
         l->chan_logged_ms = l->now_ms ? l->now_ms : 1;
@@ -170,6 +177,7 @@ bool m0__sse_deliver(struct m0_loop *l)
                 struct m0_frame *f[TAKE_BATCH];
                 struct m0_refusal refused;
                 size_t n = m0__bus_take_channel(b, l->index, f, TAKE_BATCH, &refused);
+                uint64_t sent = 0;
                 for (size_t i = 0; i < n; i++) {
                         for (struct m0_conn *c = FIRST_STREAM(l), *next; c; c = next) {
                                 next = NEXT_STREAM(c); /* a send may close c */
@@ -178,9 +186,12 @@ bool m0__sse_deliver(struct m0_loop *l)
                                 c->cursor = f[i]->id;
                                 (void)m0__conn_send(c, f[i]->bytes + f[i]->start,
                                                     f[i]->end - f[i]->start);
+                                sent++;
                         }
                         m0__frame_unref(f[i]);
                 }
+                if (l->observe & M0_OBSERVE_METRICS)
+                        m0__count(&l->stats.delivered, sent);
                 if (refused.count)
                         close_behind(l, &refused);
                 if (n < TAKE_BATCH)
@@ -211,7 +222,7 @@ void m0__sse_farewell(struct m0_loop *l)
                  * is closed now rather than waited for, and is no failure of the stop. It
                  * reconnects with Last-Event-ID like any other. */
                 if (c->out.len > c->out_off) {
-                        l->streams_unread++;
+                        m0__count(&l->streams_unread, 1);
                         m0__conn_close(c);
                         continue;
                 }

@@ -30,6 +30,10 @@ void m0__thread_init(struct m0_thread *t, int kind, int loop, int index, void *(
                 snprintf(t->name, sizeof(t->name), "m0-producer");
                 snprintf(t->who, sizeof(t->who), "the producer");
                 break;
+        case M0__THREAD_METRICS:
+                snprintf(t->name, sizeof(t->name), "m0-metrics");
+                snprintf(t->who, sizeof(t->who), "the metrics thread");
+                break;
         default:
                 snprintf(t->name, sizeof(t->name), "m0-compute");
                 snprintf(t->who, sizeof(t->who), "compute thread %d", index);

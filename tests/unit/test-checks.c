@@ -2,9 +2,12 @@
 /* test-checks.c: the host's checks, their order and the first failure named (SPEC R2, R3). */
 #include <errno.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "accesslog.h"
 #include "checks.h"
 #include "host.h"
 #include "unit.h"
@@ -17,7 +20,9 @@ static const char *const names[] = {"threads-count",
                                     "limits",
                                     "bus",
                                     "routes",
-                                    "cors"};
+                                    "cors",
+                                    "metrics",
+                                    "access-log"};
 #define NCHECKS (sizeof(names) / sizeof(names[0]))
 
 static struct m0_host host;
@@ -241,6 +246,65 @@ START_TEST(routes_and_cors)
 }
 END_TEST
 
+/* O1: the metrics' address: off, an address of this machine, one it does not have, or a passed
+ * socket, which wins over M0_METRICS. */
+START_TEST(metrics)
+{
+        ck_assert_int_eq(run(), -1);
+        ck_assert_str_eq(checks[9].detail, "off: no socket named metrics passed, M0_METRICS off");
+
+        host.cfg.metrics = (struct m0_addr){.text = "127.0.0.1:0", .on = true, .host = "127.0.0.1"};
+        ck_assert_int_eq(run(), -1);
+        ck_assert_str_eq(checks[9].detail, "GET /metrics on 127.0.0.1:0 (M0_METRICS)");
+
+        /* 192.0.2.1 is TEST-NET-1: no machine has it */
+        host.cfg.metrics = (struct m0_addr){
+                .text = "192.0.2.1:9464", .on = true, .host = "192.0.2.1", .port = 9464};
+        ck_assert_int_eq(run(), 9);
+        ck_assert_str_eq(checks[9].detail,
+                         "cannot listen on 192.0.2.1:9464: Cannot assign requested address");
+        ck_assert_str_eq(checks[9].fix, "set --metrics or M0_METRICS to HOST:PORT, or off");
+
+        host.sockets.metrics_passed = true;
+        host.sockets.nmetrics = 2;
+        ck_assert_int_eq(run(), -1);
+        ck_assert_str_eq(checks[9].detail,
+                         "2 sockets named metrics passed by systemd; M0_METRICS is not used");
+}
+END_TEST
+
+/* O2: M0_ACCESS_LOG=journal is refused where no journald takes datagrams, named. */
+START_TEST(access_log)
+{
+        ck_assert_int_eq(run(), -1);
+        ck_assert_str_eq(checks[10].detail, "off");
+        host.cfg.access_log = M0_ACCESS_LINE;
+        ck_assert_int_eq(run(), -1);
+        ck_assert_str_eq(checks[10].detail, "on: one log line per request");
+
+        host.cfg.access_log = M0_ACCESS_JOURNAL;
+        int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_un sa = {.sun_family = AF_UNIX, .sun_path = M0__JOURNAL_SOCKET};
+        ck_assert_int_ge(fd, 0);
+        int there = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ? 0 : errno;
+        close(fd);
+        char want[300];
+        if (there == 0) {
+                ck_assert_int_eq(run(), -1);
+                ck_assert_str_eq(checks[10].detail,
+                                 "journal: journald takes entries at " M0__JOURNAL_SOCKET);
+                return;
+        }
+        ck_assert_int_eq(run(), 10);
+        snprintf(want, sizeof(want),
+                 "M0_ACCESS_LOG=journal, but journald does not take entries at %s: %s",
+                 M0__JOURNAL_SOCKET, strerror(there));
+        ck_assert_str_eq(checks[10].detail, want);
+        ck_assert_str_eq(checks[10].fix,
+                         "run it under systemd-journald, or set M0_ACCESS_LOG to on or off");
+}
+END_TEST
+
 START_TEST(fewer_slots_than_checks)
 {
         host.cfg.workers = 2;
@@ -345,6 +409,8 @@ static Suite *checks_suite(void)
         tcase_add_test(tc, first_failure_is_named);
         tcase_add_test(tc, listen_sockets);
         tcase_add_test(tc, routes_and_cors);
+        tcase_add_test(tc, metrics);
+        tcase_add_test(tc, access_log);
         tcase_add_test(tc, fewer_slots_than_checks);
         tcase_add_test(tc, limits);
         suite_add_tcase(s, tc);

@@ -1,0 +1,403 @@
+/* SPDX-License-Identifier: MIT */
+/* metrics.c: the exposition of what operators watch (O1) in the OpenMetrics text format, or the
+ * Prometheus text format 0.0.4 for the tools that ask for it, read from each loop's counters
+ * without a lock (D79, D80). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "buf.h"
+#include "host.h"
+#include "metrics.h"
+#include "pgbus.h"
+
+/* The histograms' buckets: from 25 µs (ramp's /x/now is answered in ~10 µs) to 10 s (a pool
+ * job), in 1-2.5-5 steps, 18 of them and +Inf (D80). */
+const uint32_t m0__bucket_us[M0__BUCKETS] = {
+        25,    50,    100,    250,    500,    1000,    2500,    5000,    10000,
+        25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000,
+};
+/* The same bounds as the `le` label shows them: seconds, in their shortest decimal form. */
+static const char *const bucket_le[M0__BUCKETS] = {
+        "0.000025", "0.00005", "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01",
+        "0.025",    "0.05",    "0.1",    "0.25",    "0.5",    "1",     "2.5",    "5",     "10",
+};
+
+enum m0_method_class m0__method_class(const char *m, size_t n)
+{
+        static const struct {
+                const char *name;
+                size_t len;
+        } names[M0_METHOD_OTHER] = {{"GET", 3},   {"HEAD", 4},   {"POST", 4},   {"PUT", 3},
+                                    {"PATCH", 5}, {"DELETE", 6}, {"OPTIONS", 7}};
+        for (int i = 0; i < M0_METHOD_OTHER; i++)
+                if (n == names[i].len && memcmp(m, names[i].name, n) == 0)
+                        return (enum m0_method_class)i;
+        return M0_METHOD_OTHER;
+}
+
+static const char *const method_label[M0__METHOD_CLASSES] = {
+        "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "other",
+};
+static const char *const status_label[M0__STATUS_CLASSES] = {"2xx", "3xx", "4xx", "5xx"};
+
+const char *m0__metrics_content_type(enum m0_metrics_format f)
+{
+        return f == M0_METRICS_OPENMETRICS ? "application/openmetrics-text; version=1.0.0; "
+                                             "charset=utf-8"
+                                           : "text/plain; version=0.0.4; charset=utf-8";
+}
+
+enum m0_metrics_format m0__metrics_negotiate(const char *accept)
+{
+        if (!accept || strcasestr(accept, "application/openmetrics-text"))
+                return M0_METRICS_OPENMETRICS;
+        return strcasestr(accept, "text/plain") ? M0_METRICS_TEXT_004 : M0_METRICS_OPENMETRICS;
+}
+
+/* ---- writing the text: one `struct out` per exposition; the first error sticks ---- */
+
+struct out {
+        struct m0_buf *b;
+        bool om; /* OpenMetrics, else the 0.0.4 text format */
+        int err;
+};
+
+static void put(struct out *o, const char *s)
+{
+        if (!o->err)
+                o->err = m0__buf_append(o->b, s, strlen(s));
+}
+
+static void put_u64(struct out *o, uint64_t v)
+{
+        char d[24];
+        snprintf(d, sizeof(d), "%llu", (unsigned long long)v);
+        put(o, d);
+}
+
+/* Microseconds as seconds, exactly: "0.000123". */
+static void put_seconds(struct out *o, uint64_t us)
+{
+        char d[32];
+        snprintf(d, sizeof(d), "%llu.%06llu", (unsigned long long)(us / 1000000),
+                 (unsigned long long)(us % 1000000));
+        put(o, d);
+}
+
+int m0__metrics_label_value(struct m0_buf *out, const char *v)
+{
+        int r = 0;
+        for (const char *p = v; *p && r == 0; p++) {
+                const char *e = *p == '\\'   ? "\\\\"
+                                : *p == '"'  ? "\\\""
+                                : *p == '\n' ? "\\n"
+                                             : NULL;
+                r = e ? m0__buf_append(out, e, 2) : m0__buf_append(out, p, 1);
+        }
+        return r;
+}
+
+enum type { COUNTER, GAUGE, HISTOGRAM, INFO, STATESET };
+
+/*
+ * A family's HELP, TYPE (and UNIT) lines. OpenMetrics names a counter's family without its
+ * `_total` and an info family without its `_info`, which its samples carry; the 0.0.4 format,
+ * which knows neither info nor stateset, names the family as its samples and calls both a gauge
+ * (D79). `name` is the family's OpenMetrics name.
+ */
+static void family(struct out *o, const char *name, enum type t, const char *unit, const char *help)
+{
+        static const char *const om_type[] = {"counter", "gauge", "histogram", "info", "stateset"};
+        static const char *const old_type[] = {"counter", "gauge", "histogram", "gauge", "gauge"};
+        const char *suffix = o->om ? "" : t == COUNTER ? "_total" : t == INFO ? "_info" : "";
+        const char *lines[] = {"# HELP ", "# TYPE "};
+        for (int i = 0; i < 2; i++) {
+                put(o, lines[i]);
+                put(o, name);
+                put(o, suffix);
+                put(o, " ");
+                put(o, i == 0 ? help : o->om ? om_type[t] : old_type[t]);
+                put(o, "\n");
+        }
+        if (o->om && unit) {
+                put(o, "# UNIT ");
+                put(o, name);
+                put(o, " ");
+                put(o, unit);
+                put(o, "\n");
+        }
+}
+
+/* One sample: name, suffix, labels (already formatted, without braces; "" for none), value. */
+static void sample(struct out *o, const char *name, const char *suffix, const char *labels,
+                   uint64_t v)
+{
+        put(o, name);
+        put(o, suffix);
+        if (*labels) {
+                put(o, "{");
+                put(o, labels);
+                put(o, "}");
+        }
+        put(o, " ");
+        put_u64(o, v);
+        put(o, "\n");
+}
+
+/* ---- the families ---- */
+
+/* Read one counter of each loop: `off` is its offset in struct m0_loop. */
+static uint64_t loop_counter(const struct m0_loop *l, size_t off)
+{
+        return m0__counter_read((const m0_counter *)(const void *)((const char *)l + off));
+}
+
+#define LOOP_FIELD(f) offsetof(struct m0_loop, f)
+
+/* A counter or gauge family with one sample per loop, labelled by it. */
+static void per_loop(struct out *o, struct m0_host *h, const char *name, enum type t,
+                     const char *unit, const char *help, size_t off)
+{
+        family(o, name, t, unit, help);
+        for (int i = 0; i < h->nloops; i++) {
+                char lb[32];
+                snprintf(lb, sizeof(lb), "loop=\"%d\"", i);
+                sample(o, name, t == COUNTER ? "_total" : "", lb, loop_counter(&h->loops[i], off));
+        }
+}
+
+static void requests(struct out *o, struct m0_host *h)
+{
+        family(o, "m0_requests", COUNTER, NULL,
+               "Requests answered, by loop, method and status class; host refusals and streams "
+               "included.");
+        for (int i = 0; i < h->nloops; i++)
+                for (int m = 0; m < M0__METHOD_CLASSES; m++)
+                        for (int s = 0; s < M0__STATUS_CLASSES; s++) {
+                                char lb[80];
+                                snprintf(lb, sizeof(lb), "loop=\"%d\",method=\"%s\",status=\"%s\"",
+                                         i, method_label[m], status_label[s]);
+                                sample(o, "m0_requests", "_total", lb,
+                                       m0__counter_read(&h->loops[i].stats.requests[m][s]));
+                        }
+}
+
+/* A histogram summed over the loops: `off` is the struct m0_histogram's offset in a loop. */
+static void histogram(struct out *o, struct m0_host *h, const char *name, const char *help,
+                      size_t off)
+{
+        uint64_t b[M0__BUCKETS + 1] = {0}, sum = 0;
+        for (int i = 0; i < h->nloops; i++) {
+                const struct m0_histogram *hg = (const void *)((const char *)&h->loops[i] + off);
+                for (int k = 0; k <= M0__BUCKETS; k++)
+                        b[k] += m0__counter_read(&hg->bucket[k]);
+                sum += m0__counter_read(&hg->sum_us);
+        }
+        family(o, name, HISTOGRAM, "seconds", help);
+        uint64_t cum = 0;
+        for (int k = 0; k <= M0__BUCKETS; k++) {
+                char lb[32];
+                cum += b[k];
+                snprintf(lb, sizeof(lb), "le=\"%s\"", k < M0__BUCKETS ? bucket_le[k] : "+Inf");
+                sample(o, name, "_bucket", lb, cum);
+        }
+        sample(o, name, "_count", "", cum);
+        put(o, name);
+        put(o, "_sum ");
+        put_seconds(o, sum);
+        put(o, "\n");
+}
+
+static void process(struct out *o, struct m0_host *h)
+{
+        family(o, "m0_build", INFO, NULL, "The app and the m0 version serving it.");
+        struct m0_buf lb = {0};
+        int r = m0__buf_append(&lb, "app=\"", 5);
+        if (r == 0)
+                r = m0__metrics_label_value(&lb, h->app->name);
+        if (r == 0)
+                r = m0__buf_printf(&lb, "\",version=\"%s\"", m0_version());
+        if (r == 0)
+                r = m0__buf_append(&lb, "", 1);
+        if (r < 0 && !o->err)
+                o->err = r;
+        sample(o, "m0_build", "_info", r == 0 ? lb.data : "", 1);
+        m0__buf_free(&lb);
+        family(o, "m0_loops", GAUGE, NULL, "Event loops serving.");
+        sample(o, "m0_loops", "", "", (uint64_t)h->nloops);
+        family(o, "m0_draining", GAUGE, NULL, "1 once the drain (SIGTERM) began.");
+        sample(o, "m0_draining", "", "", atomic_load(&h->stopping) ? 1 : 0);
+}
+
+static void connections(struct out *o, struct m0_host *h)
+{
+        per_loop(o, h, "m0_connections", GAUGE, NULL, "Connections open.",
+                 LOOP_FIELD(stats.conns_open));
+        family(o, "m0_connections_accepted", COUNTER, NULL,
+               "Connections this loop accepted, kept or handed over.");
+        for (int i = 0; i < h->nloops; i++) {
+                char lb[32];
+                snprintf(lb, sizeof(lb), "loop=\"%d\"", i);
+                sample(o, "m0_connections_accepted", "_total", lb,
+                       m0__counter_read(&h->loops[i].accepted) +
+                               m0__counter_read(&h->loops[i].passed));
+        }
+        per_loop(o, h, "m0_connections_passed", COUNTER, NULL,
+                 "Connections this loop accepted and handed over to a less loaded loop.",
+                 LOOP_FIELD(passed));
+        per_loop(o, h, "m0_connections_received", COUNTER, NULL,
+                 "Connections handed over to this loop by another.", LOOP_FIELD(received));
+        per_loop(o, h, "m0_connections_refused", COUNTER, NULL,
+                 "Connections closed at once, over the connection limit or with no fd left.",
+                 LOOP_FIELD(refused_conns));
+        per_loop(o, h, "m0_received_bytes", COUNTER, "bytes", "Bytes read from connections.",
+                 LOOP_FIELD(stats.bytes_in));
+        per_loop(o, h, "m0_sent_bytes", COUNTER, "bytes", "Bytes written to connections.",
+                 LOOP_FIELD(stats.bytes_out));
+        per_loop(o, h, "m0_drain_connections_cut", COUNTER, NULL,
+                 "Connections still open when the drain's bound passed, cut.", LOOP_FIELD(cut));
+}
+
+static void streams(struct out *o, struct m0_host *h)
+{
+        per_loop(o, h, "m0_streams", GAUGE, NULL, "Event streams open.",
+                 LOOP_FIELD(stats.streams_open));
+        static const struct {
+                const char *reason;
+                size_t off;
+        } closed[] = {{"slow", LOOP_FIELD(streams_cut)},
+                      {"channel_full", LOOP_FIELD(chan_closed)},
+                      {"unread_at_stop", LOOP_FIELD(streams_unread)}};
+        family(o, "m0_streams_closed", COUNTER, NULL,
+               "Streams the host closed: a backlog past its bound, a full channel, frames "
+               "unread at the stop.");
+        for (int i = 0; i < h->nloops; i++)
+                for (size_t k = 0; k < sizeof(closed) / sizeof(closed[0]); k++) {
+                        char lb[64];
+                        snprintf(lb, sizeof(lb), "loop=\"%d\",reason=\"%s\"", i, closed[k].reason);
+                        sample(o, "m0_streams_closed", "_total", lb,
+                               loop_counter(&h->loops[i], closed[k].off));
+                }
+}
+
+static void bus(struct out *o, struct m0_host *h)
+{
+        struct m0_bus_stats bs = {0};
+        m0__bus_stats(&h->bus, &bs);
+        family(o, "m0_bus_events_published", COUNTER, NULL, "Events published on the bus.");
+        sample(o, "m0_bus_events_published", "_total", "", bs.published);
+        family(o, "m0_bus_events_evicted", COUNTER, NULL,
+               "Events pushed out of the replay ring by newer ones.");
+        sample(o, "m0_bus_events_evicted", "_total", "", bs.evicted);
+        per_loop(o, h, "m0_bus_events_delivered", COUNTER, NULL,
+                 "Event frames written to streams as they were published, one per stream.",
+                 LOOP_FIELD(stats.delivered));
+        per_loop(o, h, "m0_bus_events_replayed", COUNTER, NULL,
+                 "Event frames replayed to streams reconnecting with Last-Event-ID.",
+                 LOOP_FIELD(stats.replayed));
+        per_loop(o, h, "m0_bus_events_dropped", COUNTER, NULL,
+                 "Event frames a loop's full channel refused (its streams were closed).",
+                 LOOP_FIELD(chan_refused));
+}
+
+static void pool(struct out *o, struct m0_host *h)
+{
+        if (!h->cfg.blocking_threads)
+                return;
+        per_loop(o, h, "m0_pool_queued_jobs", GAUGE, NULL,
+                 "Blocking requests waiting for a pool thread.", LOOP_FIELD(pool.depth));
+        histogram(o, h, "m0_pool_job_duration_seconds",
+                  "Time a pool thread ran a blocking request's handler.", LOOP_FIELD(stats.job));
+}
+
+static void access_log(struct out *o, struct m0_host *h)
+{
+        if (h->cfg.access_log != M0_ACCESS_JOURNAL)
+                return;
+        per_loop(o, h, "m0_access_log_entries", COUNTER, NULL, "Access log entries journald took.",
+                 LOOP_FIELD(stats.journal_sent));
+        per_loop(o, h, "m0_access_log_dropped", COUNTER, NULL,
+                 "Access log entries dropped: journald behind past the queue, or not there.",
+                 LOOP_FIELD(stats.journal_dropped));
+}
+
+static void self(struct out *o, struct m0_host *h)
+{
+        family(o, "m0_metrics_scrapes", COUNTER, NULL, "GET /metrics answered.");
+        sample(o, "m0_metrics_scrapes", "_total", "", m0__counter_read(&h->metrics.scrapes));
+        family(o, "m0_metrics_rejected", COUNTER, NULL,
+               "Metrics connections refused: another request, a malformed or slow one, or past "
+               "the connection limit.");
+        sample(o, "m0_metrics_rejected", "_total", "", m0__counter_read(&h->metrics.rejected));
+}
+
+int m0__metrics_render_pgbus(struct m0_pgbus *pg, enum m0_metrics_format f, struct m0_buf *out)
+{
+        struct out o = {.b = out, .om = f == M0_METRICS_OPENMETRICS};
+        char state[600];
+        m0__pgbus_state(pg, state, sizeof(state));
+        struct m0_pgbus_stats st;
+        m0__pgbus_stats(pg, &st);
+        static const char *const states[] = {"up", "connecting", "reconnecting", "refused"};
+        family(&o, "m0_bus_database_state", STATESET, NULL,
+               "The database bus's connection: up, connecting, reconnecting or refused.");
+        for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++) {
+                char lb[64], want[32];
+                snprintf(lb, sizeof(lb), "m0_bus_database_state=\"%s\"", states[i]);
+                snprintf(want, sizeof(want), "bus: %s", states[i]);
+                sample(&o, "m0_bus_database_state", "", lb,
+                       strncmp(state, want, strlen(want)) == 0);
+        }
+        static const struct {
+                const char *name;
+                enum type t;
+                const char *help;
+                size_t off;
+        } rows[] = {
+#define ROW(n, t, help, f) {n, t, help, offsetof(struct m0_pgbus_stats, f)}
+                ROW("m0_bus_database_queued_events", GAUGE, "Events waiting for the database.",
+                    queued),
+                ROW("m0_bus_database_events_published", COUNTER, "Events the database committed.",
+                    published),
+                ROW("m0_bus_database_events_refused", COUNTER,
+                    "Publishes refused: the queue was full.", refused),
+                ROW("m0_bus_database_events_delivered", COUNTER,
+                    "Events read from the database and handed to the loops.", delivered),
+                ROW("m0_bus_database_events_lost", COUNTER,
+                    "Events deleted by retention before this host read them.", lost),
+                ROW("m0_bus_database_reconnects", COUNTER, "Connection attempts after a failure.",
+                    reconnects),
+                ROW("m0_bus_database_last_event_id", GAUGE, "The last event id delivered.",
+                    last_id),
+#undef ROW
+        };
+        for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+                family(&o, rows[i].name, rows[i].t, NULL, rows[i].help);
+                sample(&o, rows[i].name, rows[i].t == COUNTER ? "_total" : "", "",
+                       *(const uint64_t *)(const void *)((const char *)&st + rows[i].off));
+        }
+        return o.err;
+}
+
+int m0__metrics_render(struct m0_host *h, enum m0_metrics_format f, struct m0_buf *out)
+{
+        struct out o = {.b = out, .om = f == M0_METRICS_OPENMETRICS};
+        process(&o, h);
+        requests(&o, h);
+        histogram(&o, h, "m0_request_duration_seconds",
+                  "Time from the read that brought a request's first byte to its answer queued.",
+                  LOOP_FIELD(stats.duration));
+        connections(&o, h);
+        streams(&o, h);
+        bus(&o, h);
+        pool(&o, h);
+        access_log(&o, h);
+        self(&o, h);
+        if (!o.err && h->pgbus)
+                o.err = m0__metrics_render_pgbus(h->pgbus, f, out);
+        if (o.om)
+                put(&o, "# EOF\n");
+        return o.err;
+}
