@@ -1,0 +1,163 @@
+# SPDX-License-Identifier: MIT
+"""The access log (SPEC O2): M0_ACCESS_LOG=journal writes one structured entry per request to a
+real journald (journaltest: Debian's systemd-journald in a mount namespace of the test's own, at
+the path the code under test always writes to), with M0_METHOD, M0_PATH, M0_STATUS, M0_BYTES,
+M0_DURATION_US and M0_LOOP, any bytes of a path kept whole; entries wait for a journald that is
+behind, are dropped and counted past M0_ACCESS_LOG_QUEUE, and find a restarted journald again.
+M0_ACCESS_LOG=on keeps its plain line."""
+
+import socket
+import time
+
+import m0test
+from journaltest import Journald, field_bytes
+from m0test import Server, check, eq
+from test_metrics import METRICS_SOCKETS, read_response, samples, scrape, total, until, value
+
+
+def exchange(c, raw, head_only=False):
+    c.sendall(raw)
+    return read_response(c, head_only)
+
+
+def test_O2_one_journal_entry_per_request():
+    """Every request answered, each with its fields exact: a handler's, the router's 404, a pool
+    job's, a stream's start and a refusal whose target holds a control byte and a byte that is
+    no UTF-8 (kept whole, in the length-prefixed form)."""
+    env = {"M0_ACCESS_LOG": "journal", "M0_THREADS": "2", "M0_BLOCKING_THREADS": "1"}
+    with Journald() as j, Server("host_check", env=env, sockets=METRICS_SOCKETS,
+                                 preexec_fn=j.enter) as s:
+        s.wait_ready()
+        want = []  # (method, path bytes, status, bytes, loop, pool)
+        with socket.create_connection(s.tcp_addr, timeout=10) as c:
+            st, f, raw = exchange(c, m0test.build_request("GET", "/health"))
+            loop = f["x-worker"]
+            want.append(("GET", b"/health", 200, len(raw), loop, False))
+            for _ in range(3):
+                st, f, raw = exchange(c, m0test.build_request("GET", "/nope?secret=1"))
+                want.append(("GET", b"/nope", st, len(raw), loop, False))
+            st, f, raw = exchange(c, m0test.build_request("HEAD", "/health"), head_only=True)
+            want.append(("HEAD", b"/health", st, len(raw), loop, False))
+            st, f, raw = exchange(c, m0test.build_request("GET", "/slow?ms=5"))
+            want.append(("GET", b"/slow", st, len(raw), loop, True))
+            st, f, raw = exchange(c, b"GET /caf\xe9\x01x?q HTTP/1.1\r\nHost: t\r\n\r\n")
+            want.append(("GET", b"/caf\xe9\x01x", st, len(raw), loop, False))
+        eq([w[2] for w in want], [200, 404, 404, 404, 200, 200, 400], "the statuses answered")
+        st = s.connect()
+        head = m0test.open_stream(st, "/events")
+        eq(head.status, 200, "the stream")
+        stream_loop = head.header("x-worker")
+        m0test.SSEReader(st).expect()
+        st.close()
+
+        pid = str(s.pid)
+        got = j.wait_entries(3, _PID=pid, M0_STATUS="404")
+        eq(len(got), 3, "journalctl M0_STATUS=404 finds the three 404s")
+        entries = j.wait_entries(len(want) + 1, _PID=pid, M0_APP="host_check", PRIORITY="6")
+        entries = [e for e in entries if "M0_STATUS" in e]
+        eq(len(entries), len(want) + 1, "one entry per request")
+        for e, (method, path, status, nbytes, lp, pool) in zip(entries, want):
+            what = f"the entry of {method} {path!r}"
+            eq(field_bytes(e, "M0_METHOD"), method.encode(), f"{what}: M0_METHOD")
+            eq(field_bytes(e, "M0_PATH"), path, f"{what}: M0_PATH")
+            eq(e["M0_STATUS"], str(status), f"{what}: M0_STATUS")
+            eq(e["M0_BYTES"], str(nbytes), f"{what}: M0_BYTES, the response's bytes")
+            eq(e["M0_LOOP"], lp, f"{what}: M0_LOOP")
+            check(e["M0_DURATION_US"].isdigit(), f"{what}: M0_DURATION_US {e['M0_DURATION_US']}")
+            msg = b"%s %s %d %d%s" % (method.encode(), path, status, nbytes,
+                                      b" (pool)" if pool else b"")
+            eq(field_bytes(e, "MESSAGE"), msg, f"{what}: MESSAGE")
+        slow = entries[5]
+        check(int(slow["M0_DURATION_US"]) >= 5000, f"/slow?ms=5 took {slow['M0_DURATION_US']} us")
+        ev = entries[-1]
+        eq((ev["M0_METHOD"], ev["M0_PATH"], ev["M0_STATUS"], ev["M0_LOOP"]),
+           ("GET", "/events", "200", stream_loop), "the stream's entry")
+        # The path that is no text stays bytes: journalctl shows it as a blob, as it should.
+        check(isinstance(entries[6]["M0_PATH"], list), "a binary M0_PATH is a byte array")
+        smp = samples(scrape(s)[2])
+        eq(total(smp, "m0_access_log_entries_total"), len(entries), "entries journald took")
+        eq(total(smp, "m0_access_log_dropped_total"), 0, "entries dropped")
+
+
+def test_O2_R1_journal_refused_without_journald():
+    with Journald(run=False) as j:
+        rc, _, err = m0test.run_app("host_check", ["--port", "0"],
+                                    env={"M0_ACCESS_LOG": "journal"}, preexec_fn=j.enter)
+        eq(rc, 78, "M0_ACCESS_LOG=journal where no journald is")
+        eq(err.strip().splitlines()[-1],
+           "m0: access-log: M0_ACCESS_LOG=journal, but journald does not take entries at "
+           "/run/systemd/journal/socket: No such file or directory (run it under "
+           "systemd-journald, or set M0_ACCESS_LOG to on or off)", "the refusal")
+
+
+def pipelined(s, n):
+    """`n` GET /health pipelined in one write; every answer read. Returns them all."""
+    c = m0test.Conn.tcp(s.tcp_addr, 30)
+    try:
+        c.send(m0test.build_request("GET", "/health") * n)
+        return [c.read_response() for _ in range(n)]
+    finally:
+        c.close()
+
+
+def test_O2_a_burst_waits_for_journald_and_the_queue_bounds_it():
+    """journald stopped: 45 pipelined requests fill its socket's queue (net.unix.max_dgram_qlen,
+    10 here) and the rest of their entries wait in the loop's (M0_ACCESS_LOG_QUEUE, 50); once it
+    goes on, every one arrives. Stopped again, 300 more: what the queue cannot hold is dropped,
+    counted and logged, and the entries journald got plus those dropped are the requests."""
+    env = {"M0_ACCESS_LOG": "journal", "M0_ACCESS_LOG_QUEUE": "50"}
+    with Journald() as j, Server("host_check", env=env, sockets=METRICS_SOCKETS,
+                                 preexec_fn=j.enter) as s:
+        s.wait_ready()
+        pid = str(s.pid)
+        j.pause()
+        eq({r.status for r in pipelined(s, 45)}, {200}, "45 pipelined, journald stopped")
+        j.resume()
+        eq(len(j.wait_entries(45, _PID=pid, M0_PATH="/health")), 45, "every entry of 45")
+        smp = samples(scrape(s)[2])
+        eq(value(smp, "m0_access_log_dropped_total", loop=0), 0, "none dropped")
+        j.pause()
+        eq({r.status for r in pipelined(s, 300)}, {200}, "300 pipelined, journald stopped")
+        smp = samples(scrape(s)[2])
+        dropped = value(smp, "m0_access_log_dropped_total", loop=0)
+        check(dropped > 0, f"entries dropped past the queue: {dropped}")
+        s.wait_log(r"access log: \d+ journal entr(y|ies) dropped \(journald is behind; "
+                   r"--access-log-queue 50\)")
+        j.resume()
+        until(lambda: len(j.entries(_PID=pid, M0_PATH="/health")) == 345 - dropped,
+              f"345 - {dropped} entries in the journal")
+        time.sleep(0.5)
+        eq(len(j.entries(_PID=pid, M0_PATH="/health")), 345 - dropped, "and no more")
+        smp = samples(scrape(s)[2])
+        eq(value(smp, "m0_access_log_entries_total", loop=0) + dropped, 345,
+           "entries sent plus dropped")
+
+
+def test_O2_journald_restarted():
+    """journald restarts (its socket is a new one): the loops connect again and go on."""
+    with Journald() as j, Server("host_check", env={"M0_ACCESS_LOG": "journal"},
+                                 preexec_fn=j.enter) as s:
+        s.wait_ready()
+        pid = str(s.pid)
+        c = s.connect()
+        eq(c.get("/health").status, 200, "before")
+        j.wait_entries(1, _PID=pid, M0_PATH="/health")
+        j.restart()
+        for _ in range(5):
+            eq(c.get("/pid").status, 200, "after the restart")
+        eq(len(j.wait_entries(5, _PID=pid, M0_PATH="/pid")), 5, "entries after the restart")
+
+
+def test_O2_plain_line_stays():
+    """M0_ACCESS_LOG=on: the line a handler's answer always had, and none for a refusal."""
+    with Server("host_check", env={"M0_ACCESS_LOG": "on"}) as s:
+        s.wait_ready()
+        c = s.connect()
+        r = c.get("/health")
+        s.wait_log(rf"^m0\[host_check\] loop 0: GET /health 200 {len(r.body)}$")
+        c2 = s.connect()
+        c2.send(b"GET /x HTTP/1.1\r\nHost: t\r\nBad Header\r\n\r\n")
+        eq(c2.read_response().status, 400, "a refusal")
+        eq(c.get("/pid").status, 200, "then /pid")
+        s.wait_log(r"^m0\[host_check\] loop 0: GET /pid 200 ")
+        check(not [ln for ln in s.log_lines() if " 400 " in ln], "no line for the refusal")

@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: MIT */
+/* test-metrics.c: the exposition (SPEC O1): method and status classes, buckets, label escaping,
+ * the format asked for, every loop's counters summed or labelled exactly, and the database
+ * bus's state while one runs. */
+#include <errno.h>
+
+#include "bus.h"
+#include "host.h"
+#include "metrics.h"
+#include "pgbus.h"
+#include "unit.h"
+
+START_TEST(classes_and_buckets)
+{
+        ck_assert_int_eq(m0__method_class("GET", 3), M0_METHOD_GET);
+        ck_assert_int_eq(m0__method_class("HEAD", 4), M0_METHOD_HEAD);
+        ck_assert_int_eq(m0__method_class("OPTIONS", 7), M0_METHOD_OPTIONS);
+        ck_assert_int_eq(m0__method_class("PATCH", 5), M0_METHOD_PATCH);
+        ck_assert_int_eq(m0__method_class("GETX", 4), M0_METHOD_OTHER);
+        ck_assert_int_eq(m0__method_class("GET", 2), M0_METHOD_OTHER); /* "GE" */
+        ck_assert_int_eq(m0__method_class("get", 3), M0_METHOD_OTHER); /* methods are case-exact */
+        ck_assert_int_eq(m0__method_class("", 0), M0_METHOD_OTHER);
+        ck_assert_uint_eq(m0__status_class(200), 0);
+        ck_assert_uint_eq(m0__status_class(299), 0);
+        ck_assert_uint_eq(m0__status_class(308), 1);
+        ck_assert_uint_eq(m0__status_class(431), 2);
+        ck_assert_uint_eq(m0__status_class(599), 3);
+        ck_assert_uint_eq(m0__status_class(100), 0);
+        ck_assert_uint_eq(m0__status_class(700), 3);
+        ck_assert_uint_eq(m0__bucket_of(0), 0);
+        ck_assert_uint_eq(m0__bucket_of(25), 0);
+        ck_assert_uint_eq(m0__bucket_of(26), 1);
+        ck_assert_uint_eq(m0__bucket_of(60000), 11); /* (50 ms, 100 ms] */
+        ck_assert_uint_eq(m0__bucket_of(10000000), M0__BUCKETS - 1);
+        ck_assert_uint_eq(m0__bucket_of(10000001), M0__BUCKETS); /* +Inf */
+        for (int i = 1; i < M0__BUCKETS; i++)
+                ck_assert_uint_lt(m0__bucket_us[i - 1], m0__bucket_us[i]);
+}
+END_TEST
+
+START_TEST(label_escaping_and_negotiation)
+{
+        struct m0_buf b = {0};
+        ck_assert_int_eq(m0__metrics_label_value(&b, "a\"b\\c\nd"), 0);
+        ck_assert_bytes(b.data, b.len, "a\\\"b\\\\c\\nd", 10);
+        m0__buf_free(&b);
+        ck_assert_int_eq(m0__metrics_negotiate(NULL), M0_METRICS_OPENMETRICS);
+        ck_assert_int_eq(m0__metrics_negotiate("*/*"), M0_METRICS_OPENMETRICS);
+        ck_assert_int_eq(m0__metrics_negotiate("text/plain"), M0_METRICS_TEXT_004);
+        ck_assert_int_eq(m0__metrics_negotiate("TEXT/Plain; version=0.0.4"), M0_METRICS_TEXT_004);
+        ck_assert_int_eq(m0__metrics_negotiate("application/openmetrics-text;version=1.0.0,"
+                                               "text/plain;version=0.0.4;q=0.5"),
+                         M0_METRICS_OPENMETRICS);
+        ck_assert_str_eq(m0__metrics_content_type(M0_METRICS_OPENMETRICS),
+                         "application/openmetrics-text; version=1.0.0; charset=utf-8");
+        ck_assert_str_eq(m0__metrics_content_type(M0_METRICS_TEXT_004),
+                         "text/plain; version=0.0.4; charset=utf-8");
+}
+END_TEST
+
+static struct m0_host *host;
+static m0_app app = {.name = "we\"ird"};
+
+/* Two loops as m0__loop_init() makes them, the bus, no listener: what the exposition reads. */
+static void setup(void)
+{
+        host = calloc(1, sizeof(*host));
+        ck_assert_ptr_nonnull(host);
+        host->app = &app;
+        host->cfg.max_header_fields = 4;
+        host->cfg.access_log_queue = 8;
+        host->nloops = 2;
+        host->loops = calloc(2, sizeof(*host->loops));
+        ck_assert_ptr_nonnull(host->loops);
+        for (int i = 0; i < 2; i++)
+                ck_assert_int_eq(m0__loop_init(&host->loops[i], host, i), 0);
+        ck_assert_int_eq(m0__bus_init(&host->bus, 4, 2, 4), 0);
+}
+
+static void teardown(void)
+{
+        for (int i = 0; i < host->nloops; i++)
+                m0__loop_destroy(&host->loops[i]);
+        m0__bus_destroy(&host->bus);
+        free(host->loops);
+        free(host);
+}
+
+static char *render(enum m0_metrics_format f)
+{
+        struct m0_buf b = {0};
+        ck_assert_int_eq(m0__metrics_render(host, f, &b), 0);
+        ck_assert_int_eq(m0__buf_append(&b, "", 1), 0);
+        return b.data;
+}
+
+#define HAS(text, line) ck_assert_msg(strstr(text, "\n" line "\n"), "no line '%s'", line)
+
+START_TEST(every_loop_counted)
+{
+        struct m0_loop *l0 = &host->loops[0], *l1 = &host->loops[1];
+        m0__count(&l1->stats.requests[M0_METHOD_POST][3], 7);
+        m0__count(&l0->stats.requests[M0_METHOD_GET][0], 2);
+        m0__histogram_note(&l0->stats.duration, 20);
+        m0__histogram_note(&l1->stats.duration, 30);
+        m0__histogram_note(&l1->stats.duration, 20000000);
+        m0__count(&l0->accepted, 3);
+        m0__count(&l0->passed, 4);
+        m0__count(&l1->received, 4);
+        m0__count(&l1->stats.bytes_in, 1234);
+        m0__count(&l0->chan_closed, 5);
+        (void)m0__bus_publish(&host->bus, "e", "d", -1);
+        char *om = render(M0_METRICS_OPENMETRICS);
+        HAS(om, "# TYPE m0_requests counter");
+        HAS(om, "m0_requests_total{loop=\"1\",method=\"POST\",status=\"5xx\"} 7");
+        HAS(om, "m0_requests_total{loop=\"0\",method=\"GET\",status=\"2xx\"} 2");
+        HAS(om, "m0_requests_total{loop=\"1\",method=\"GET\",status=\"2xx\"} 0");
+        HAS(om, "# UNIT m0_request_duration_seconds seconds");
+        HAS(om, "m0_request_duration_seconds_bucket{le=\"0.000025\"} 1");
+        HAS(om, "m0_request_duration_seconds_bucket{le=\"0.00005\"} 2");
+        HAS(om, "m0_request_duration_seconds_bucket{le=\"10\"} 2");
+        HAS(om, "m0_request_duration_seconds_bucket{le=\"+Inf\"} 3");
+        HAS(om, "m0_request_duration_seconds_count 3");
+        HAS(om, "m0_request_duration_seconds_sum 20.000050");
+        HAS(om, "m0_connections_accepted_total{loop=\"0\"} 7");
+        HAS(om, "m0_connections_passed_total{loop=\"0\"} 4");
+        HAS(om, "m0_connections_received_total{loop=\"1\"} 4");
+        HAS(om, "m0_received_bytes_total{loop=\"1\"} 1234");
+        HAS(om, "m0_streams_closed_total{loop=\"0\",reason=\"channel_full\"} 5");
+        HAS(om, "m0_bus_events_published_total 1");
+        HAS(om, "m0_build_info{app=\"we\\\"ird\",version=\"" PACKAGE_VERSION "\"} 1");
+        ck_assert_ptr_null(strstr(om, "m0_pool_")); /* no pool, no pool families */
+        ck_assert_ptr_null(strstr(om, "m0_access_log_"));
+        ck_assert_ptr_null(strstr(om, "m0_bus_database_"));
+        size_t n = strlen(om);
+        ck_assert_str_eq(om + n - 7, "\n# EOF\n");
+        free(om);
+
+        char *old = render(M0_METRICS_TEXT_004);
+        HAS(old, "# TYPE m0_requests_total counter");
+        HAS(old, "# TYPE m0_build_info gauge");
+        HAS(old, "m0_requests_total{loop=\"1\",method=\"POST\",status=\"5xx\"} 7");
+        ck_assert_ptr_null(strstr(old, "# EOF"));
+        ck_assert_ptr_null(strstr(old, "# UNIT"));
+        free(old);
+}
+END_TEST
+
+/* G, O1: while a database bus runs, its state is one of the four, as a stateset. Here it can
+ * reach no database: connecting, or reconnecting already. */
+START_TEST(database_bus_state)
+{
+        struct m0_pgbus_options o = {.uri = "postgresql:///m0?host=/nonexistent-m0-unit",
+                                     .name = "unit",
+                                     .queue_max = 4,
+                                     .deliver = (m0_pgbus_deliver_fn)abort};
+        struct m0_pgbus *b = NULL;
+        char err[256];
+        ck_assert_int_eq(m0__pgbus_new(&b, &o, err, sizeof(err)), 0);
+        ck_assert_int_eq(m0__pgbus_publish(b, "c", "e", "d"), 0);
+        host->pgbus = b;
+        char *om = render(M0_METRICS_OPENMETRICS);
+        HAS(om, "# TYPE m0_bus_database_state stateset");
+        HAS(om, "m0_bus_database_state{m0_bus_database_state=\"up\"} 0");
+        HAS(om, "m0_bus_database_state{m0_bus_database_state=\"refused\"} 0");
+        bool connecting =
+                strstr(om, "\nm0_bus_database_state{m0_bus_database_state=\"connecting\"} "
+                           "1\n") != NULL;
+        bool reconnecting = strstr(om, "\nm0_bus_database_state{m0_bus_database_state="
+                                       "\"reconnecting\"} 1\n") != NULL;
+        ck_assert_msg(connecting != reconnecting, "one state of two: %s", om);
+        HAS(om, "m0_bus_database_queued_events 1");
+        HAS(om, "m0_bus_database_events_published_total 0");
+        ck_assert_str_eq(om + strlen(om) - 7, "\n# EOF\n");
+        free(om);
+        host->pgbus = NULL;
+        m0__pgbus_free(b);
+}
+END_TEST
+
+static Suite *metrics_suite(void)
+{
+        Suite *s = suite_create("metrics");
+        TCase *tc = tcase_create("metrics");
+        tcase_add_test(tc, classes_and_buckets);
+        tcase_add_test(tc, label_escaping_and_negotiation);
+        suite_add_tcase(s, tc);
+        TCase *th = tcase_create("host");
+        tcase_add_checked_fixture(th, setup, teardown);
+        tcase_add_test(th, every_loop_counted);
+        tcase_add_test(th, database_bus_state);
+        suite_add_tcase(s, th);
+        return s;
+}
+
+int main(void)
+{
+        return unit_run(metrics_suite());
+}
