@@ -1087,16 +1087,36 @@ class Bench:
     def m7_doctor(self, arm):
         """(exit code, the doctor's closing JSON object or {}) for the arm's command line and
         environment, with --doctor: what serving with them would do, binding nothing. The
-        ports are free ones, as at a start, so that a check of the address can pass."""
+        ports are free ones, as at a start, so that a check of the address can pass. An arm
+        that needs a journald asks its doctor beside one of its own, as it will serve (the
+        doctor refuses M0_ACCESS_LOG=journal where no journald takes entries), its answer
+        written to a file since journald-ns gives the command's stdout to the journal."""
         argv = self.m7_argv(arm, self.next_port()) + ["--doctor"]
         env = dict(os.environ, **self.m7_env(arm, self.next_port()))
         env.pop("NOTIFY_SOCKET", None)
-        r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=30)
+        jdir = None
+        if "journald" in arm.needs:
+            jdir = tempfile.mkdtemp(prefix="journal-doctor-", dir=self.tmp)
+            out = os.path.join(self.tmp, os.path.basename(jdir) + ".out")
+            argv = journald_argv(jdir) + ["sh", "-c", 'exec "$@" >"$0"', out] + argv
+        rc, said = 127, ""
         try:
-            doc = json.loads(r.stdout.strip().splitlines()[-1])
+            r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60,
+                               start_new_session=True)
+            rc, said = r.returncode, r.stdout
+            if jdir:
+                with open(out) as f:
+                    said = f.read()
+        except OSError:  # not started, or under journald-ns its answer never written
+            pass
+        finally:
+            if jdir:
+                shutil.rmtree(jdir, ignore_errors=True)
+        try:
+            doc = json.loads(said.strip().splitlines()[-1])
         except (IndexError, ValueError):
             doc = {}
-        return r.returncode, doc
+        return rc, doc
 
     def m7_journald(self):
         """Why no journald of the arm's own can be started here (a sentence), or None: one
@@ -1124,8 +1144,8 @@ class Bench:
 
     def m7_why_not(self, arm):
         """Why `arm` cannot run with the builds at hand (a sentence, "pending: …" when the
-        feature it measures is missing), or None. The needs of M7Arm first, then the doctor on
-        the arm's flags and environment, then the journald."""
+        feature it measures is missing), or None. The needs of M7Arm first, then the journald,
+        then the doctor on the arm's flags and environment (beside that journald)."""
         exe = app_binary(self.m7_build(arm), arm.app)
         if not os.access(exe, os.X_OK):
             return f"{exe} is missing"
@@ -1141,14 +1161,16 @@ class Bench:
                     return f"pending: the host has no knob {var} (its doctor lists none)"
             elif kind != "journald":
                 raise ValueError(f"M7 arm {arm.name}: unknown need {need!r}")
+        if "journald" in arm.needs:
+            why = self.m7_journald()
+            if why:
+                return why
         if arm.flags or arm.env:
             rc, doc = self.m7_doctor(arm)
             if rc != 0:
                 said = "; ".join(c["detail"] for c in doc.get("checks", []) if not c.get("ok"))
                 given = " ".join(list(arm.flags) + [f"{k}={v}" for k, v in arm.env.items()])
                 return f"pending: {arm.app}'s doctor refuses {given} (exit {rc}: {said})"
-        if "journald" in arm.needs:
-            return self.m7_journald()
         return None
 
     def m7_start(self, arm, layout, port):
