@@ -19,6 +19,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -100,6 +101,20 @@ class Prometheus:
             if time.monotonic() > deadline:
                 raise HarnessError(f"prometheus did not listen within 30 s:\n{self.log()}")
             time.sleep(0.05)
+        # It listens before it has opened its storage; until then its API answers 503.
+        while not self._ready():
+            if self.proc.poll() is not None:
+                raise HarnessError(f"prometheus exited ({self.proc.returncode}):\n{self.log()}")
+            if time.monotonic() > deadline:
+                raise HarnessError(f"prometheus was not ready within 30 s:\n{self.log()}")
+            time.sleep(0.05)
+
+    def _ready(self):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=5) as r:
+                return r.status == 200
+        except (urllib.error.HTTPError, ConnectionError):
+            return False
 
     def log(self):
         with open(self.logpath, errors="replace") as f:
