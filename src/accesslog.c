@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* accesslog.c: what each request leaves behind: its counts and duration (O1), its log line or
  * its journald entry, queued per loop and sent in one sendmmsg() a turn (O2, D81). */
+#include <endian.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -31,31 +32,55 @@ static char *put_mem(char *p, const void *s, size_t n)
         return p + n;
 }
 
-static char *put_u64(char *p, uint64_t v)
-{
+/* "00" to "99": two digits a division, which halves the divisions of a number (D82). */
+static const char digit_pairs[201] = "0001020304050607080910111213141516171819"
+                                     "2021222324252627282930313233343536373839"
+                                     "4041424344454647484950515253545556575859"
+                                     "6061626364656667686970717273747576777879"
+                                     "8081828384858687888990919293949596979899";
+
+/* A number in decimal, written once and copied into each field that names it: its digits are
+ * the last `n` bytes of `d`. */
+struct dec {
         char d[20];
-        size_t n = 0;
-        do
-                d[n++] = (char)('0' + v % 10);
-        while ((v /= 10) != 0);
-        while (n)
-                *p++ = d[--n];
-        return p;
+        size_t n;
+};
+
+static void dec_of(struct dec *out, uint64_t v)
+{
+        char *e = out->d + sizeof(out->d), *q = e;
+        for (; v >= 100; v /= 100) {
+                q -= 2;
+                memcpy(q, digit_pairs + 2 * (v % 100), 2);
+        }
+        if (v >= 10) {
+                q -= 2;
+                memcpy(q, digit_pairs + 2 * v, 2);
+        } else {
+                *--q = (char)('0' + v);
+        }
+        out->n = (size_t)(e - q);
 }
 
-/* KEY=value for a value that holds no line feed (a number, a fixed word). */
-static char *put_num(char *p, const char *key, size_t klen, uint64_t v)
+static char *put_dec(char *p, const struct dec *v)
+{
+        return put_mem(p, v->d + sizeof(v->d) - v->n, v->n);
+}
+
+/* KEY=value for a value that holds no line feed (a number). */
+static char *put_num(char *p, const char *key, size_t klen, const struct dec *v)
 {
         p = put_mem(p, key, klen);
-        p = put_u64(p, v);
+        p = put_dec(p, v);
         *p++ = '\n';
         return p;
 }
 
+/* journald's lengths are little-endian: one store on the machines m0 runs on. */
 static void put_le64(char *p, uint64_t n)
 {
-        for (int i = 0; i < 8; i++)
-                p[i] = (char)((n >> (8 * i)) & 0xff);
+        uint64_t le = htole64(n);
+        memcpy(p, &le, sizeof(le));
 }
 
 /* KEY, a line feed, the value's length as a little-endian 64-bit number, the value, a line feed:
@@ -104,27 +129,31 @@ static void journal_add(struct m0_loop *l, const struct m0_access *a, uint64_t u
                 dropped(l, 1, strerror(ENOMEM));
                 return;
         }
+        struct dec status, bytes, dur;
+        dec_of(&status, (uint64_t)a->status);
+        dec_of(&bytes, a->bytes);
+        dec_of(&dur, us);
         char *start = j->bytes.data + j->bytes.len, *p = start;
+        /* The shared fields, then MESSAGE, a blob since it holds the path: its length is filled
+         * in once it is written. */
         p = put_mem(p, j->prefix, j->prefix_len);
-        /* MESSAGE, a blob since it holds the path: its length is filled in once it is written. */
-        p = put_mem(p, "MESSAGE\n", 8);
         char *len_at = p, *mstart = p + 8, *m = mstart;
         m = put_mem(m, a->method, a->method_len);
         *m++ = ' ';
         m = put_mem(m, a->path, a->path_len);
         *m++ = ' ';
-        m = put_u64(m, (uint64_t)a->status);
+        m = put_dec(m, &status);
         *m++ = ' ';
-        m = put_u64(m, a->bytes);
+        m = put_dec(m, &bytes);
         if (a->on_pool)
                 m = put_mem(m, " (pool)", 7);
         put_le64(len_at, (uint64_t)(m - mstart));
         *m++ = '\n';
         p = put_blob(m, KEY("M0_METHOD"), a->method, a->method_len);
         p = put_blob(p, KEY("M0_PATH"), a->path, a->path_len);
-        p = put_num(p, KEY("M0_STATUS="), (uint64_t)a->status);
-        p = put_num(p, KEY("M0_BYTES="), a->bytes);
-        p = put_num(p, KEY("M0_DURATION_US="), us);
+        p = put_num(p, KEY("M0_STATUS="), &status);
+        p = put_num(p, KEY("M0_BYTES="), &bytes);
+        p = put_num(p, KEY("M0_DURATION_US="), &dur);
         j->bytes.len += (size_t)(p - start);
         j->ends[j->n++] = j->bytes.len;
 }
@@ -209,9 +238,11 @@ void m0__journal_prepare(struct m0_journal *j, const char *app, int index, uint3
         j->cap = cap;
         const char *ident = program_invocation_short_name;
         int n = snprintf(j->prefix, sizeof(j->prefix),
-                         "PRIORITY=6\nSYSLOG_IDENTIFIER=%.40s\nM0_APP=%.40s\nM0_LOOP=%d\n",
+                         "PRIORITY=6\nSYSLOG_IDENTIFIER=%.40s\nM0_APP=%.40s\nM0_LOOP=%d\nMESSAGE\n",
                          strchr(ident, '\n') ? "m0" : ident, strchr(app, '\n') ? "m0" : app, index);
-        j->prefix_len = n > 0 && (size_t)n < sizeof(j->prefix) ? (size_t)n : 0;
+        if (n < 0 || (size_t)n >= sizeof(j->prefix)) /* cannot be, with the bounds above */
+                n = snprintf(j->prefix, sizeof(j->prefix), "PRIORITY=6\nMESSAGE\n");
+        j->prefix_len = (size_t)n;
 }
 
 /* A datagram socket connected to journald's. Returns it, or -errno. */

@@ -51,7 +51,7 @@ struct m0_journal {
         struct m0_buf bytes;
         size_t *ends;
         uint32_t n, cap;
-        char prefix[160]; /* the fields every entry of this loop shares */
+        char prefix[160]; /* the fields every entry of this loop shares, then MESSAGE's key */
         size_t prefix_len;
         uint64_t retry_ms;    /* a refused socket is opened again no sooner than this */
         uint64_t dropped_log; /* drops not logged yet */
