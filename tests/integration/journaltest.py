@@ -54,7 +54,7 @@ exec sleep infinity
 """
 
 
-class Journald:
+class Journald(m0test.Reaped):
     """A journald of the test's own (run=True), or only its namespace with nothing listening at
     /run/systemd/journal/socket in it (run=False; start() later)."""
 
@@ -70,8 +70,7 @@ class Journald:
         self.holder = None
         self.proc = None  # journald
         self.ns_fd = None
-        with m0test._live_lock:
-            m0test._live.append(self)
+        self._reap_later()
         try:
             self.holder = subprocess.Popen(
                 ["unshare", "--mount", "--propagation", "private", "sh", "-c", _SCRIPT, "sh",
@@ -172,16 +171,7 @@ class Journald:
                 os.close(self.ns_fd)
                 self.ns_fd = None
             shutil.rmtree(self.dir, ignore_errors=True)
-            with m0test._live_lock:
-                if self in m0test._live:
-                    m0test._live.remove(self)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.cleanup()
-        return False
+            self._reap_done()
 
 
 def field_bytes(entry, name):

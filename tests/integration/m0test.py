@@ -553,6 +553,28 @@ class Server:
         return c
 
 
+class Reaped:
+    """A helper a test starts beside its servers (a database, a Prometheus, a journald): once
+    `_reap_later()` has registered it, reap_all() calls its cleanup() after the test if the test
+    did not; cleanup() calls `_reap_done()`. As a context manager it cleans up at the end."""
+
+    def _reap_later(self):
+        with _live_lock:
+            _live.append(self)
+
+    def _reap_done(self):
+        with _live_lock:
+            if self in _live:
+                _live.remove(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.cleanup()
+        return False
+
+
 def reap_all():
     """Kill and clean up every server a test left behind. Returns how many there were."""
     with _live_lock:

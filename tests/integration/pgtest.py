@@ -56,7 +56,7 @@ def _as_postgres():
     return []
 
 
-class Postgres:
+class Postgres(m0test.Reaped):
     """A PostgreSQL server of its own for one test, on a Unix socket in its directory.
 
     dbname: the database created for the test; uri: its libpq URI
@@ -72,8 +72,7 @@ class Postgres:
         self.logfile = os.path.join(self.dir, "server.log")
         self.running = False
         self.uri = f"postgresql:///{dbname}?host={self.dir}&user={PG_USER}"
-        with m0test._live_lock:
-            m0test._live.append(self)
+        self._reap_later()
         try:
             if os.geteuid() == 0:
                 pw = pwd.getpwnam(PG_USER)
@@ -183,16 +182,7 @@ class Postgres:
             self.running = False
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
-            with m0test._live_lock:
-                if self in m0test._live:
-                    m0test._live.remove(self)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.cleanup()
-        return False
+            self._reap_done()
 
 
 class Session:

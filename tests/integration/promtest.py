@@ -59,7 +59,7 @@ def openmetrics_parse(text):
     return [tuple(x[:4]) + (x[4], x[5]) for x in json.loads(p.stdout)]
 
 
-class Prometheus:
+class Prometheus(m0test.Reaped):
     """A Prometheus of the test's own scraping `targets` ({job: "host:port"}) every second."""
 
     def __init__(self, targets, interval="1s"):
@@ -74,8 +74,7 @@ class Prometheus:
         with open(self.config, "w") as f:
             f.write("\n".join(lines) + "\n")
         self.logpath = os.path.join(self.dir, "prometheus.log")
-        with m0test._live_lock:
-            m0test._live.append(self)
+        self._reap_later()
         try:
             self._start()
         except BaseException:
@@ -172,13 +171,4 @@ class Prometheus:
                     self.proc.wait()
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
-            with m0test._live_lock:
-                if self in m0test._live:
-                    m0test._live.remove(self)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.cleanup()
-        return False
+            self._reap_done()
