@@ -6,6 +6,7 @@ M0_DURATION_US and M0_LOOP, any bytes of a path kept whole; entries wait for a j
 behind, are dropped and counted past M0_ACCESS_LOG_QUEUE, and find a restarted journald again.
 M0_ACCESS_LOG=on keeps its plain line."""
 
+import re
 import socket
 import time
 
@@ -161,3 +162,69 @@ def test_O2_plain_line_stays():
         eq(c.get("/pid").status, 200, "then /pid")
         s.wait_log(r"^m0\[host_check\] loop 0: GET /pid 200 ")
         check(not [ln for ln in s.log_lines() if " 400 " in ln], "no line for the refusal")
+
+
+ORIGIN = "https://app.example"
+# The host's own answers (T2, Q5, Q6), one connection to routes_check: (request, method, path,
+# status). The last is answered before its body, past /upload's bound of 16, and closes the
+# connection: a refusal, which the plain line leaves out.
+HOST_ANSWERS = [
+    (m0test.build_request("DELETE", "/health"), "DELETE", b"/health", 405),
+    (m0test.build_request("OPTIONS", "/health"), "OPTIONS", b"/health", 204),
+    (m0test.build_request("OPTIONS", "/todos", headers=[
+        ("Origin", ORIGIN), ("Access-Control-Request-Method", "POST")]), "OPTIONS", b"/todos", 204),
+    (m0test.build_request("OPTIONS", "*"), "OPTIONS", b"*", 204),
+    (m0test.build_request("GET", "/nope?q=1"), "GET", b"/nope", 404),
+    (m0test.build_request("POST", "/todos", headers=[("Content-Type", "text/plain")], body=b"{}"),
+     "POST", b"/todos", 415),
+    (m0test.build_request("POST", "/upload", headers=[("Content-Length", "100")]),
+     "POST", b"/upload", 413),
+]
+
+
+def host_answers(s):
+    """Send HOST_ANSWERS on one connection: [(status, response bytes, body bytes)]."""
+    got = []
+    with socket.create_connection(s.tcp_addr, timeout=10) as c:
+        for raw, *_ in HOST_ANSWERS:
+            st, _, resp = exchange(c, raw)
+            got.append((st, resp, resp.partition(b"\r\n\r\n")[2]))
+        c.settimeout(5)
+        eq(c.recv(100), b"", "the connection after the 413")
+    eq([g[0] for g in got], [h[3] for h in HOST_ANSWERS], "the statuses answered")
+    return got
+
+
+def test_O1_O2_host_answers_counted_and_logged():
+    """Routing's own answers (405, 204 to OPTIONS, to a preflight and to OPTIONS *, 404, 415)
+    are counted by method and status class and logged with their status, as a handler's are;
+    the 413 made before the body is counted and is a refusal: a journal entry, no plain line."""
+    env = {"M0_THREADS": "1", "M0_ROUTESCHECK_CORS": ORIGIN}
+    with Server("routes_check", env={**env, "M0_ACCESS_LOG": "on"},
+                sockets=METRICS_SOCKETS) as s:
+        s.wait_ready()
+        got = host_answers(s)
+        smp = samples(scrape(s)[2])
+        for m, st, n in [("OPTIONS", "2xx", 3), ("DELETE", "4xx", 1), ("GET", "4xx", 1),
+                         ("POST", "4xx", 2)]:
+            eq(value(smp, "m0_requests_total", loop=0, method=m, status=st), n,
+               f"m0_requests_total {m} {st}")
+        eq(total(smp, "m0_requests_total"), len(HOST_ANSWERS), "every request counted")
+        for (_, method, path, status), (_, _, body) in zip(HOST_ANSWERS[:-1], got):
+            line = f"{method} {path.decode()} {status} {len(body)}"
+            s.wait_log(rf"^m0\[routes_check\] loop 0: {re.escape(line)}$")
+        check(not [ln for ln in s.log_lines() if " 413 " in ln], "no line for the 413")
+    with Journald() as j, Server("routes_check", env={**env, "M0_ACCESS_LOG": "journal"},
+                                 preexec_fn=j.enter) as s:
+        s.wait_ready()
+        got = host_answers(s)
+        entries = j.wait_entries(len(HOST_ANSWERS), _PID=str(s.pid), M0_APP="routes_check",
+                                 PRIORITY="6")
+        entries = [e for e in entries if "M0_STATUS" in e]
+        eq(len(entries), len(HOST_ANSWERS), "one entry per request")
+        for e, (_, method, path, status), (_, resp, _) in zip(entries, HOST_ANSWERS, got):
+            what = f"the entry of {method} {path!r}"
+            msg = b"%s %s %d %d" % (method.encode(), path, status, len(resp))
+            eq(field_bytes(e, "MESSAGE"), msg, f"{what}: MESSAGE")
+            eq((e["M0_METHOD"], field_bytes(e, "M0_PATH"), e["M0_STATUS"], e["M0_BYTES"]),
+               (method, path, str(status), str(len(resp))), f"{what}: its fields")
