@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* host_check: the app the host's own tests drive (SPEC A1); every answer says where it ran. */
+/* host_check: the app the host's own tests drive (SPEC A1, and Q1-Q4 under /q/); every answer
+ * says where it ran. */
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -112,6 +113,100 @@ static int echo(m0_req *req, m0_res *res, void *state)
         return r < 0 ? r : m0_res_write(res, body, len);
 }
 
+/* ---- cookies, forms, JSON and the host's own answers (SPEC Q1-Q4), for their tests ---- */
+
+/* GET /q/fail: a handler that fails after writing half an answer (Q4: a logged 500). */
+static int q_fail(m0_req *req, m0_res *res, void *state)
+{
+        int r = where(req, res, state);
+        if (r == 0)
+                r = m0_res_text(res, 200, "half an answer");
+        return r < 0 ? r : -EIO;
+}
+
+/* POST /q/json (a loop route) and /q/json-pool (a blocking one): the body back as jansson read
+ * it, or the host's 415/400 (Q3). */
+static int q_json(m0_req *req, m0_res *res, void *state)
+{
+        json_t *j;
+        int r = where(req, res, state);
+        if (r == 0)
+                r = m0_req_json(req, &j);
+        return r < 0 ? r : m0_res_json_value(res, 200, j);
+}
+
+/* `v` as {"value": v} (null when NULL). */
+static int value_json(m0_res *res, const char *v)
+{
+        json_t *j = json_pack("{s:s?}", "value", v);
+        int r = j ? m0_res_json_value(res, 200, j) : -ENOMEM;
+        json_decref(j);
+        return r;
+}
+
+/* POST /q/form?f=NAME: form field NAME (Q2). */
+static int q_form(m0_req *req, m0_res *res, void *state)
+{
+        int r = where(req, res, state);
+        const char *f = m0_req_query(req, "f");
+        return r < 0 ? r : value_json(res, f ? m0_req_form(req, f) : NULL);
+}
+
+/* GET /q/cookie?name=NAME: cookie NAME (Q1), and two cookies set on the answer. */
+static int q_cookie(m0_req *req, m0_res *res, void *state)
+{
+        const char *name = m0_req_query(req, "name");
+        int r = where(req, res, state);
+        if (r == 0)
+                r = m0_res_cookie(res, "a", "1",
+                                  &(m0_cookie_attrs){.path = "/",
+                                                     .http_only = true,
+                                                     .same_site = M0_SAMESITE_LAX});
+        if (r == 0)
+                r = m0_res_cookie(res, "b", "2", &(m0_cookie_attrs){.max_age = 60});
+        return r < 0 ? r : value_json(res, name ? m0_req_cookie(req, name) : NULL);
+}
+
+/* GET /q/item/:id: the capture (T1); a bad one is the host's 400 (Q4). POST /q/typed (JSON
+ * bodies alone) and /q/small (8 bytes at most) are /health's, or the host's 415 and 413. */
+static int q_item(m0_req *req, m0_res *res, void *state)
+{
+        int r = where(req, res, state);
+        return r < 0 ? r : value_json(res, m0_req_param(req, "id"));
+}
+
+/* GET /q/publish: one event whose data is a json_t (Q3), to the streams of /events. */
+static int q_publish(m0_req *req, m0_res *res, void *state)
+{
+        int r = where(req, res, state);
+        json_t *data = json_pack("{s:s,s:[i,i]}", "from", "q/publish", "n", 1, 2);
+        int64_t id = r < 0 ? r : data ? m0_publish_json("q", data, -1) : -ENOMEM;
+        json_decref(data);
+        return id < 0 ? (int)id : m0_res_json(res, 200, "{\"id\":%lld}", (long long)id);
+}
+
+/* M0_HOSTCHECK_ERRORS: how the host's own answers read. Set by main() before m0_main(). */
+static enum { ERRORS_TEXT, ERRORS_JSON, ERRORS_CALLBACK, ERRORS_FAILS, ERRORS_STATUS } errors;
+
+static const char *const errors_names[] = {"text", "json", "callback", "callback-fails",
+                                           "callback-status"};
+
+/* The app's error callback (Q4): {"host_check": status, "detail": …, "path": … or null};
+ * or, as a test asks, one that fails or changes the status. */
+static int app_error(m0_req *req, m0_res *res, int status, const char *detail, void *state)
+{
+        (void)state;
+        if (errors == ERRORS_FAILS)
+                return -EIO;
+        if (errors == ERRORS_STATUS)
+                return m0_res_status(res, 200);
+        json_t *j = json_pack("{s:i,s:s,s:s?}", "host_check", status, "detail", detail, "path",
+                              req ? m0_req_path(req) : NULL);
+        int r = j ? m0_res_json_value(res, status, j) : -ENOMEM;
+        json_decref(j);
+        return r;
+}
+
 /*
  * Test knobs (L3): M0_HOSTCHECK_LOOP_MAKE_FAILS=<loop> makes that loop's make fail after
  * M0_HOSTCHECK_MAKE_DELAY_MS while every other loop builds at once; without it, the delay
@@ -182,6 +277,17 @@ static int check(char *finding, size_t flen, char *fix, size_t xlen)
                 {"M0_HOSTCHECK_POOL_MAKE_FAILS", 0}, {"M0_HOSTCHECK_PRODUCER_MAKE_FAILS", 0},
                 {"M0_HOSTCHECK_STEP_FAILS_AT", 0},
         };
+        const char *e = getenv("M0_HOSTCHECK_ERRORS");
+        bool known = !e;
+        for (size_t i = 0; e && i < sizeof(errors_names) / sizeof(errors_names[0]); i++)
+                known = known || strcmp(e, errors_names[i]) == 0;
+        if (!known) {
+                snprintf(finding, flen, "M0_HOSTCHECK_ERRORS='%s' is not an answer style", e);
+                snprintf(fix, xlen,
+                         "set M0_HOSTCHECK_ERRORS to text, json, callback, callback-fails or "
+                         "callback-status");
+                return -EINVAL;
+        }
         for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
                 if (app_env_long(knobs[i].name, knobs[i].min, LONG_MIN) >= knobs[i].min)
                         continue;
@@ -204,6 +310,15 @@ static const m0_route routes[] = {
         {"GET", "/crash", crash, 0},
         {"GET", "/crash-pool", crash, M0_ROUTE_BLOCKING},
         {"GET", "/events-from-func", events, M0_ROUTE_BLOCKING},
+        {"GET", "/q/fail", q_fail, 0},
+        {"POST", "/q/json", q_json, 0},
+        {"POST", "/q/json-pool", q_json, M0_ROUTE_BLOCKING},
+        {"POST", "/q/form", q_form, 0},
+        {"GET", "/q/cookie", q_cookie, 0},
+        {"GET", "/q/publish", q_publish, 0},
+        {"GET", "/q/item/:id", q_item, 0},
+        {"POST", "/q/typed", health, 0, 0, "application/json"},
+        {"POST", "/q/small", health, 0, 8, NULL},
         {NULL, NULL, NULL, 0},
 };
 
@@ -218,5 +333,14 @@ static const m0_app app = {
 
 int main(int argc, char **argv)
 {
-        return m0_main(&app, argc, argv);
+        m0_app a = app;
+        const char *e = getenv("M0_HOSTCHECK_ERRORS");
+        for (size_t i = 0; e && i < sizeof(errors_names) / sizeof(errors_names[0]); i++)
+                if (strcmp(e, errors_names[i]) == 0)
+                        errors = i;
+        if (errors == ERRORS_JSON)
+                a.flags |= M0_APP_ERRORS_JSON;
+        else if (errors != ERRORS_TEXT)
+                a.error = app_error;
+        return m0_main(&a, argc, argv);
 }

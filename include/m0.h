@@ -4,8 +4,11 @@
 #define M0_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <jansson.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -155,7 +158,33 @@ typedef struct m0_app {
         int (*check)(char *finding, size_t finding_len, char *fix, size_t fix_len);
         /** CORS for every answer (Q5); NULL: the host adds no Access-Control-* header. */
         const m0_cors *cors;
+        /** M0_APP_* flags. */
+        unsigned flags;
+        /**
+         * The answers the host makes by itself (SPEC Q4): 400, 404, 405, 408, 409, 411, 413,
+         * 414, 415, 417, 431, 500, 503. Called with `res` empty but for its status, which it may
+         * not change; it adds headers and a body, in the app's language. `detail` is one short
+         * sentence for a person ("no route matches this path"); `req` is the request when the
+         * host read one whole (a 404, a 405, a route's 400 or 415, a handler's failure,
+         * m0_req_json()'s refusals), NULL when the refusal comes before (a malformed head, a
+         * timeout, a body too large, an answer to a body held back for 100-continue). The host
+         * keeps its framing and its lines: `Connection: close` where the connection closes,
+         * `Allow` on a 405, the CORS fields (Q5). A 204 to OPTIONS or a preflight is no error
+         * and does not come here. Runs on the thread answering (a loop, or a pool thread for what
+         * happened there) with that thread's state, and must not block. Returns 0, or -errno:
+         * then, as when it changed the status or opened a stream, the built-in answer goes out
+         * instead, and the log says so. NULL: the built-in answer (text/plain, or
+         * application/problem+json under M0_APP_ERRORS_JSON).
+         */
+        int (*error)(m0_req *req, m0_res *res, int status, const char *detail, void *state);
 } m0_app;
+
+/** App flags (m0_app.flags). */
+enum {
+        /** The host's own answers are RFC 9457 `application/problem+json`: {"type", "title",
+         *  "status", "detail"}; without it they are `text/plain`. */
+        M0_APP_ERRORS_JSON = 1u << 0,
+};
 
 /**
  * Run the whole host: parse flags and M0_* variables, refuse what will not be served, take the
@@ -174,8 +203,9 @@ M0_EXPORT const char *m0_req_path(const m0_req *req);
 /** The raw query string without '?', "" when absent. Never NULL. */
 M0_EXPORT const char *m0_req_query_string(const m0_req *req);
 /**
- * The first value of the query parameter `name`, percent- and '+'-decoded, NUL-terminated.
- * NULL when absent. The string lives until the handler returns.
+ * The first value of the query parameter `name`, percent- and '+'-decoded, NUL-terminated
+ * ("" for a parameter without '='). NULL when absent, or when that first value decodes to a
+ * NUL (%00), which no C string can hold. The string lives until the handler returns.
  */
 M0_EXPORT const char *m0_req_query(m0_req *req, const char *name);
 /**
@@ -225,12 +255,93 @@ M0_EXPORT int m0_res_headerf(m0_res *res, const char *name, const char *fmt, ...
 M0_EXPORT int m0_res_write(m0_res *res, const void *data, size_t len);
 /** Append formatted text to the body. */
 M0_EXPORT int m0_res_printf(m0_res *res, const char *fmt, ...) M0_PRINTF(2, 3);
-/** Append `s` as a JSON string literal, quotes included, escaped as RFC 8259 requires. */
+/** Append `s` as a JSON string literal, quotes included, escaped by jansson as RFC 8259
+ *  requires. -EINVAL when `s` is not UTF-8; -ENOMEM. */
 M0_EXPORT int m0_res_json_string(m0_res *res, const char *s);
 /** Shorthand: status, `content-type: application/json`, and a formatted body. */
 M0_EXPORT int m0_res_json(m0_res *res, int status, const char *fmt, ...) M0_PRINTF(3, 4);
 /** Shorthand: status, `content-type: text/plain; charset=utf-8`, and the text. */
 M0_EXPORT int m0_res_text(m0_res *res, int status, const char *text);
+
+/* --- Cookies, forms and JSON (SPEC Q1–Q3; the thread running the handler) --- */
+
+/**
+ * The value of the first cookie named `name` in the request's Cookie fields (RFC 6265: pairs
+ * split at ';', whitespace around them dropped, double quotes around a value stripped).
+ * NULL when absent, when `name` is not a token, or when that first cookie's value is not RFC
+ * 6265's (*cookie-octet: no space, comma, backslash, control or non-ASCII byte). The string
+ * lives until the handler returns.
+ */
+M0_EXPORT const char *m0_req_cookie(m0_req *req, const char *name);
+
+/** m0_res_cookie()'s SameSite. */
+typedef enum m0_same_site {
+        M0_SAMESITE_UNSET = 0, /**< no SameSite attribute: the browser's default */
+        M0_SAMESITE_STRICT,
+        M0_SAMESITE_LAX,
+        M0_SAMESITE_NONE, /**< sent on cross-site requests too; requires `secure` */
+} m0_same_site;
+
+/** m0_cookie_attrs.max_age that removes the cookie now (`Max-Age=0`). */
+#define M0_COOKIE_DELETE (-1)
+
+/** A cookie's attributes. All zeros: no attribute, a session cookie of the request's path. */
+typedef struct m0_cookie_attrs {
+        int64_t max_age;    /**< seconds it lives; 0: until the browser closes; M0_COOKIE_DELETE */
+        const char *path;   /**< `Path=`, starting with '/'; NULL for none */
+        const char *domain; /**< `Domain=` (letters, digits, '-', '.'); NULL for none */
+        bool secure;        /**< `Secure`: HTTPS only */
+        bool http_only;     /**< `HttpOnly`: not readable by scripts */
+        m0_same_site same_site;
+} m0_cookie_attrs;
+
+/**
+ * Add one `Set-Cookie` header: `name=value`, then HttpOnly, SameSite, Path, Domain, Max-Age
+ * and Secure as `attrs` asks (NULL: none). Several calls add several headers. -EINVAL for a
+ * name that is not a token, a value that is not *cookie-octet (RFC 6265 4.1.1), a path that
+ * does not start with '/' or holds a control character or ';', a domain of other bytes than a
+ * host name's, SameSite=None without `secure`, a `__Secure-` name without `secure`, a
+ * `__Host-` one without `secure` or Path=/, or with a domain (RFC 6265bis), or a max_age below
+ * M0_COOKIE_DELETE; -ENOBUFS past 4096 bytes of name and value, 1024 of a path or domain, or
+ * the response's header bounds; -ENOMEM.
+ */
+M0_EXPORT int m0_res_cookie(m0_res *res, const char *name, const char *value,
+                            const m0_cookie_attrs *attrs);
+
+/**
+ * The value of field `name` of an `application/x-www-form-urlencoded` body, percent- and
+ * '+'-decoded, NUL-terminated, as m0_req_query() reads the query (a body without Content-Type
+ * is read as a form too). NULL when the Content-Type is another, the name is absent, or the
+ * field is not one a form sends: given more than once, without '=', with a malformed %-escape,
+ * or decoding to a NUL. The string lives until the handler returns.
+ */
+M0_EXPORT const char *m0_req_form(m0_req *req, const char *name);
+
+/**
+ * Parse the body as JSON (RFC 8259, any value at the top, a repeated object key refused) into
+ * *ret, a value the request owns: valid until the handler returns, freed then (json_incref()
+ * it to keep it). A second call returns the same value, or the same error. -EMEDIUMTYPE when
+ * the Content-Type is not `application/json` or `application/<x>+json` (parameters allowed),
+ * -EBADMSG when the body is not JSON (the detail names jansson's reason, line and column) or
+ * nests arrays and objects deeper than M0_JSON_MAX_DEPTH (64), -ENOMEM. A handler that
+ * returns the -EMEDIUMTYPE or -EBADMSG it got is answered 415 or 400 with that detail,
+ * through the app's `error` callback (`if ((r = m0_req_json(req, &j)) < 0) return r;`).
+ */
+M0_EXPORT int m0_req_json(m0_req *req, json_t **ret);
+
+/**
+ * Shorthand: status, `content-type: application/json`, and `json` serialized (compact, no
+ * trailing newline) as the body. `json` is not stolen. -EINVAL for a status m0_res_status()
+ * refuses, a NULL `json`, or one jansson cannot write (a string that is not UTF-8); -ENOMEM.
+ */
+M0_EXPORT int m0_res_json_value(m0_res *res, int status, const json_t *json);
+
+/**
+ * m0_publish() with `data` serialized as compact JSON (one `data:` line). `data` is not
+ * stolen. Returns what m0_publish() returns, or -EINVAL for a NULL `data` or one jansson
+ * cannot write.
+ */
+M0_EXPORT int64_t m0_publish_json(const char *event, const json_t *data, int skip_loop);
 
 /* --- Streams and the bus (SPEC B1–B3, S1) --- */
 

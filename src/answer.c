@@ -9,6 +9,7 @@
 
 #include "conn.h"
 #include "crash.h"
+#include "error.h"
 #include "host.h"
 #include "http.h"
 #include "log.h"
@@ -166,13 +167,28 @@ static void note(struct m0_conn *c, enum m0_answer_kind kind, const m0_req *req,
                                                 .on_pool = on_pool});
 }
 
+/* What the host's answer to `d` says of it beyond its status's own sentence, or NULL. */
+static const char *route_detail(const struct m0_decision *d, char *buf, size_t len)
+{
+        const struct m0_croute *r = d->m.route;
+        if (r && d->status == 415 && r->ctype) {
+                m0__error_media_detail(r->ctype, r->ctype_len, buf, len);
+                return buf;
+        }
+        if (r && d->status == 400)
+                return "a capture of the path is not valid: a malformed escape, %00, %2F in one "
+                       "segment, or a \".\" or \"..\" segment";
+        return NULL;
+}
+
 void m0__route_answer(struct m0_conn *c, const struct m0_rview *v, const struct m0_decision *d,
                       bool is_head, enum m0_conn_mode conn)
 {
         struct m0_loop *l = c->loop;
         const struct m0_host *h = l->host;
         struct m0_buf lines = {0};
-        char allow[512];
+        char allow[512], detail[256];
+        size_t body_len = 0;
         int r = 0;
         m0__router_allow(&h->router, d->m.allow, allow, sizeof(allow));
         if (d->status == 405 || d->status == 204)
@@ -192,6 +208,9 @@ void m0__route_answer(struct m0_conn *c, const struct m0_rview *v, const struct 
                 .head_only = is_head,
                 .headers = lines.data,
                 .headers_len = r == 0 ? lines.len : 0,
+                .detail = r == 0 ? route_detail(d, detail, sizeof(detail)) : NULL,
+                .req = v->req,
+                .ret_body_len = &body_len,
         };
         size_t mark = l->wbuf.len;
         if (m0__res_error(l, &a, &l->wbuf) < 0 || a.conn == M0__CONN_CLOSE)
@@ -202,8 +221,7 @@ void m0__route_answer(struct m0_conn *c, const struct m0_rview *v, const struct 
         if (!v->req)
                 m0__request_refused(c, a.status, l->wbuf.len - mark);
         else if (l->observe || h->cfg.access_log == M0_ACCESS_LINE)
-                note(c, M0_ANSWER_HANDLER, v->req, a.status, l->wbuf.len - mark,
-                     m0__res_error_body_len(a.status), false);
+                note(c, M0_ANSWER_HANDLER, v->req, a.status, l->wbuf.len - mark, body_len, false);
 }
 
 /* ---- the answer of a handler ---- */
@@ -214,7 +232,7 @@ void m0__route_answer(struct m0_conn *c, const struct m0_rview *v, const struct 
  * that cannot be serialized is a 500. `conn`: what the answer says of the connection; a drain
  * that began meanwhile still closes it (X1).
  */
-static void answer(struct m0_conn *c, const m0_req *req, m0_res *res, bool is_head,
+static void answer(struct m0_conn *c, m0_req *req, m0_res *res, bool is_head,
                    enum m0_conn_mode conn, bool on_pool)
 {
         struct m0_loop *l = c->loop;
@@ -230,15 +248,19 @@ static void answer(struct m0_conn *c, const m0_req *req, m0_res *res, bool is_he
         if (r == 0)
                 r = res->stream ? m0__sse_head(l, res, conn == M0__CONN_CLOSE, &l->wbuf)
                                 : m0__res_serialize(l, res, is_head, conn, &l->wbuf);
+        size_t body_len = res->body.len;
         if (r < 0) {
                 l->wbuf.len = mark; /* no half-written head goes out before the 500 */
-                struct m0_host_answer a = {.status = 500, .conn = M0__CONN_CLOSE};
+                struct m0_host_answer a = {.status = 500,
+                                           .conn = M0__CONN_CLOSE,
+                                           .req = req,
+                                           .ret_body_len = &body_len};
                 (void)m0__res_error(l, &a, &l->wbuf);
                 conn = M0__CONN_CLOSE;
         }
         if (l->observe || h->cfg.access_log == M0_ACCESS_LINE)
                 note(c, M0_ANSWER_HANDLER, req, r < 0 ? 500 : res->status, l->wbuf.len - mark,
-                     res->body.len, on_pool);
+                     body_len, on_pool);
         if (conn == M0__CONN_CLOSE)
                 c->closing = true;
 }
@@ -279,7 +301,7 @@ static void run_here(struct m0_conn *c, m0_req *req, m0_handler_fn fn, bool is_h
         struct m0_host *h = l->host;
         m0__res_reset(&l->res);
         m0__thread_request_set(h, req->method, req->path);
-        m0__app_run(fn, req, &l->res, l->thread.state);
+        m0__app_run(h->app, fn, req, &l->res, l->thread.state);
         m0__thread_request_set(h, NULL, NULL);
         if (!l->res.stream || is_head) {
                 answer(c, req, &l->res, is_head, conn, false);
@@ -319,7 +341,6 @@ void m0__conn_dispatch(struct m0_conn *c)
         req->body_len = c->body.len;
         req->loop = l->index;
         req->thread = -1;
-        req->arena.len = 0;
         /* H7: an HTTP/1.0 connection is kept only when it asked, and then says so. */
         enum m0_conn_mode conn = !keep                       ? M0__CONN_CLOSE
                                  : c->parser.http_minor == 0 ? M0__CONN_KEEP_ALIVE

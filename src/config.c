@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "json.h"
 #include "pgbus.h"
 #include "util.h"
 
@@ -113,6 +114,8 @@ static const struct m0_knob knobs[] = {
          600000, "a metrics connection sends its request and takes its answer within this"},
         {"access-log-queue", "M0_ACCESS_LOG_QUEUE", "4096", K_U32, OFF(access_log_queue), 1,
          1000000, "journal entries a loop keeps while journald is behind; past it, dropped"},
+        {"json-max-depth", "M0_JSON_MAX_DEPTH", "64", K_U32, OFF(json_max_depth), 1,
+         M0__JSON_DEPTH_MAX, "nesting of a JSON body m0_req_json() reads (400 past it)"},
 };
 
 _Static_assert(M0__ARRAY_SIZE(knobs) <= M0__KNOBS_MAX, "raise M0__KNOBS_MAX");

@@ -72,6 +72,7 @@ struct m0_config {
         uint32_t metrics_max_connections;
         uint32_t metrics_timeout_ms;
         uint32_t access_log_queue;
+        uint32_t json_max_depth; /* Q3: containers m0_req_json() lets a body nest */
         bool doctor;
         unsigned char sources[M0__KNOBS_MAX]; /* enum m0_source per knob, in table order */
 };

@@ -148,8 +148,8 @@ struct m0_rview {
         int method; /* llhttp's number */
         const char *path;
         size_t path_len;
-        const m0_req *req; /* indexed: its fields through m0_req_header() */
-        const char *head;  /* else the head m0__http_head_parse() accepted */
+        m0_req *req;      /* indexed: its fields through m0_req_header() */
+        const char *head; /* else the head m0__http_head_parse() accepted */
         size_t head_len;
 };
 

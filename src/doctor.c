@@ -11,53 +11,19 @@
 #include "config.h"
 #include "doctor.h"
 #include "host.h"
+#include "json.h"
 #include "store.h"
 
-/* The length of the well-formed UTF-8 sequence at `p` (RFC 3629: no overlong form, no
- * surrogate, nothing past U+10FFFF), or 0. Reads no byte past a NUL. */
-static size_t utf8_len(const unsigned char *p)
+/* A string of any bytes as a JSON value: valid UTF-8 whatever the bytes (D1, D47). */
+static json_t *str(const char *s)
 {
-        unsigned char lo = 0x80, hi = 0xbf;
-        size_t n;
-        if (p[0] < 0x80)
-                return 1;
-        if (p[0] >= 0xc2 && p[0] <= 0xdf)
-                n = 2;
-        else if (p[0] >= 0xe0 && p[0] <= 0xef)
-                n = 3, lo = p[0] == 0xe0 ? 0xa0 : 0x80, hi = p[0] == 0xed ? 0x9f : 0xbf;
-        else if (p[0] >= 0xf0 && p[0] <= 0xf4)
-                n = 4, lo = p[0] == 0xf0 ? 0x90 : 0x80, hi = p[0] == 0xf4 ? 0x8f : 0xbf;
-        else
-                return 0;
-        if (p[1] < lo || p[1] > hi)
-                return 0;
-        for (size_t i = 2; i < n; i++)
-                if (p[i] < 0x80 || p[i] > 0xbf)
-                        return 0;
-        return n;
+        return m0__json_string_lossy(s);
 }
 
-/*
- * A JSON string of `s`, valid JSON and valid UTF-8 whatever the bytes (D1): quote, backslash and
- * control characters escaped, well-formed UTF-8 copied, and each byte that is not part of a
- * well-formed sequence written as \ufffd, the replacement character (D47).
- */
-static void json_str(FILE *out, const char *s)
+/* Set o[key] to v, taking v; an object short of memory lacks the member. */
+static void set(json_t *o, const char *key, json_t *v)
 {
-        fputc('"', out);
-        for (const unsigned char *p = (const unsigned char *)s; *p;) {
-                size_t n = utf8_len(p);
-                if (*p == '"' || *p == '\\')
-                        fprintf(out, "\\%c", *p);
-                else if (*p < 0x20)
-                        fprintf(out, "\\u%04x", *p);
-                else if (n == 0)
-                        fputs("\\ufffd", out);
-                else
-                        fwrite(p, 1, n, out);
-                p += n ? n : 1;
-        }
-        fputc('"', out);
+        (void)json_object_set_new(o, key, v);
 }
 
 /* The watchdog as serving sees it: sd_watchdog_enabled(), which honours WATCHDOG_PID. Returns
@@ -86,9 +52,8 @@ static uint64_t watchdog(char *detail, size_t len)
 
 struct each {
         FILE *out;
-        bool json;
-        bool first;
-        bool passed; /* sockets were passed: host and port are the socket's, not ours */
+        json_t *config; /* the JSON line's "config", when the knobs go there */
+        bool passed;    /* sockets were passed: host and port are the socket's, not ours */
         char host[128], port[16];
 };
 
@@ -104,18 +69,15 @@ static void knob_line(void *ud, const char *flag, const char *env, const char *v
                 src_name = "socket";
                 value = e->port;
         }
-        if (!e->json) {
+        if (!e->config) {
                 fprintf(e->out, "  --%-24s %-28s %-12s (%s)\n", flag, env, value, src_name);
                 return;
         }
-        fprintf(e->out, "%s", e->first ? "" : ",");
-        e->first = false;
-        json_str(e->out, flag);
-        fprintf(e->out, ":{\"env\":");
-        json_str(e->out, env);
-        fprintf(e->out, ",\"value\":");
-        json_str(e->out, value);
-        fprintf(e->out, ",\"source\":\"%s\"}", src_name);
+        json_t *k = json_object();
+        set(k, "env", str(env));
+        set(k, "value", str(value));
+        set(k, "source", json_string(src_name));
+        set(e->config, flag, k);
 }
 
 /* The capability sets this process holds now, from /proc (the host drops them once serving). */
@@ -193,53 +155,54 @@ static void human_routes(const struct m0_host *h, FILE *out)
         }
 }
 
-static void json_routes(const struct m0_host *h, FILE *out)
+/* A string of the table's, or JSON's null for none. */
+static json_t *str_or_null(const char *s)
+{
+        return s ? str(s) : json_null();
+}
+
+static json_t *json_routes(const struct m0_host *h)
 {
         const struct m0_router *rt = &h->router;
-        fprintf(out, "\"routes\":{\"compiled\":%s,\"nodes\":%u,\"dispatch\":%s,\"table\":[",
-                rt->err[0] ? "false" : "true", rt->nnodes, h->app->dispatch ? "true" : "false");
+        json_t *o = json_object(), *table = json_array();
+        set(o, "compiled", json_boolean(!rt->err[0]));
+        set(o, "nodes", json_integer(rt->nnodes));
+        set(o, "dispatch", json_boolean(h->app->dispatch != NULL));
         for (uint32_t i = 0; i < rt->nroutes; i++) {
                 const struct m0_croute *r = &rt->routes[i];
-                fprintf(out, "%s{\"index\":%u,\"method\":", i ? "," : "", i);
-                if (r->def->method)
-                        json_str(out, r->def->method);
-                else
-                        fputs("null", out);
-                fputs(",\"path\":", out);
-                json_str(out, r->def->path);
-                fprintf(out, ",\"kind\":\"%s\",\"captures\":[", kind_names[r->kind]);
+                json_t *one = json_object(), *caps = json_array();
+                set(one, "index", json_integer(i));
+                set(one, "method", str_or_null(r->def->method));
+                set(one, "path", str(r->def->path));
+                set(one, "kind", json_string(kind_names[r->kind]));
                 for (unsigned k = 0; k < r->nparams; k++) {
                         char name[72];
                         snprintf(name, sizeof(name), "%.*s", r->name_len[k], r->name[k]);
-                        fputs(k ? "," : "", out);
-                        json_str(out, name);
+                        (void)json_array_append_new(caps, str(name));
                 }
-                fprintf(out, "],\"blocking\":%s,\"max_body_bytes\":%llu,\"content_type\":",
-                        r->blocking ? "true" : "false", (unsigned long long)r->max_body);
-                if (r->ctype)
-                        json_str(out, r->ctype);
-                else
-                        fputs("null", out);
-                fputc('}', out);
+                set(one, "captures", caps);
+                set(one, "blocking", json_boolean(r->blocking));
+                set(one, "max_body_bytes", json_integer((json_int_t)r->max_body));
+                set(one, "content_type", str_or_null(r->ctype));
+                (void)json_array_append_new(table, one);
         }
-        fputs("]},\"cors\":", out);
+        set(o, "table", table);
+        return o;
+}
+
+static json_t *json_cors(const struct m0_host *h)
+{
         const struct m0_cors_c *c = &h->cors;
-        if (!c->on) {
-                fputs("null,", out);
-                return;
-        }
-        fputs("{\"origins\":[", out);
-        for (size_t i = 0; i < c->norigins; i++) {
-                fputs(i ? "," : "", out);
-                json_str(out, c->origins[i]);
-        }
-        fprintf(out, "],\"credentials\":%s,\"max_age\":%u,\"expose_headers\":",
-                c->credentials ? "true" : "false", c->max_age);
-        if (c->expose)
-                json_str(out, c->expose);
-        else
-                fputs("null", out);
-        fputs("},", out);
+        if (!c->on)
+                return json_null();
+        json_t *o = json_object(), *origins = json_array();
+        for (size_t i = 0; i < c->norigins; i++)
+                (void)json_array_append_new(origins, str(c->origins[i]));
+        set(o, "origins", origins);
+        set(o, "credentials", json_boolean(c->credentials));
+        set(o, "max_age", json_integer(c->max_age));
+        set(o, "expose_headers", str_or_null(c->expose));
+        return o;
 }
 
 static void human_lines(struct m0_host *h, const struct facts *f, struct each *e,
@@ -297,73 +260,101 @@ static void human_lines(struct m0_host *h, const struct facts *f, struct each *e
         fprintf(out, "verdict: %s (exit %d)\n", refused ? "refused" : "would serve", f->code);
 }
 
-static void json_sockets_watchdog(struct m0_host *h, const struct facts *f, FILE *out)
+static json_t *json_sockets(struct m0_host *h)
 {
-        fprintf(out, "\"sockets\":{\"passed\":%s,\"list\":[", h->sockets.passed ? "true" : "false");
+        json_t *list = json_array();
         for (size_t i = 0; i < h->sockets.n; i++) {
-                fprintf(out, "%s{\"fd\":%d,\"name\":", i ? "," : "", h->sockets.v[i].fd);
-                json_str(out, h->sockets.v[i].name);
-                fprintf(out, ",\"address\":");
-                json_str(out, h->sockets.v[i].where);
-                fprintf(out, "}");
+                json_t *one = json_object();
+                set(one, "fd", json_integer(h->sockets.v[i].fd));
+                set(one, "name", str(h->sockets.v[i].name));
+                set(one, "address", str(h->sockets.v[i].where));
+                (void)json_array_append_new(list, one);
         }
-        fprintf(out, "]},\"metrics\":{\"passed\":%s,\"listen\":[",
-                h->sockets.metrics_passed ? "true" : "false");
-        for (size_t i = 0; i < h->sockets.nmetrics; i++) {
-                fprintf(out, "%s", i ? "," : "");
-                json_str(out, h->sockets.metrics[i].where);
-        }
-        if (!h->sockets.metrics_passed && h->cfg.metrics.on)
-                json_str(out, h->cfg.metrics.text);
-        fprintf(out, "]},\"watchdog\":{\"usec\":");
-        if (f->wd_usec)
-                fprintf(out, "%llu", (unsigned long long)f->wd_usec);
-        else
-                fprintf(out, "null");
-        fprintf(out, ",\"detail\":");
-        json_str(out, f->wd);
-        fprintf(out, "},");
+        json_t *o = json_object();
+        set(o, "passed", json_boolean(h->sockets.passed));
+        set(o, "list", list);
+        return o;
 }
 
-/* The last line: one JSON object. */
+/* Where GET /metrics is served (O1): the passed sockets, or the configured address. */
+static json_t *json_metrics(struct m0_host *h)
+{
+        json_t *listen = json_array();
+        for (size_t i = 0; i < h->sockets.nmetrics; i++)
+                (void)json_array_append_new(listen, str(h->sockets.metrics[i].where));
+        if (!h->sockets.metrics_passed && h->cfg.metrics.on)
+                (void)json_array_append_new(listen, str(h->cfg.metrics.text));
+        json_t *o = json_object();
+        set(o, "passed", json_boolean(h->sockets.metrics_passed));
+        set(o, "listen", listen);
+        return o;
+}
+
+static json_t *json_checks(const struct m0_check *checks, size_t n)
+{
+        json_t *list = json_array();
+        for (size_t i = 0; i < n; i++) {
+                json_t *one = json_object();
+                set(one, "name", str(checks[i].name));
+                set(one, "ok", json_boolean(checks[i].ok));
+                set(one, "detail", str(checks[i].detail));
+                set(one, "fix", str(checks[i].fix));
+                (void)json_array_append_new(list, one);
+        }
+        return list;
+}
+
+/* Everything after the configuration, in the line's order. */
+static void json_facts(json_t *o, struct m0_host *h, const struct facts *f)
+{
+        const struct m0_config *cfg = &h->cfg;
+        json_t *topo = json_object(), *limits = json_object(), *wd = json_object();
+        json_t *store = json_object(), *caps = json_object();
+        set(topo, "loops", json_integer(cfg->threads));
+        set(topo, "pool_threads", json_integer(f->pool));
+        set(topo, "producer", json_boolean(h->app->step != NULL));
+        set(topo, "handlers", json_integer(f->handlers));
+        set(o, "topology", topo);
+        set(limits, "max_threads", json_integer(h->app->max_threads));
+        set(o, "app_limits", limits);
+        set(o, "routes", json_routes(h));
+        set(o, "cors", json_cors(h));
+        set(o, "sockets", json_sockets(h));
+        set(o, "metrics", json_metrics(h));
+        set(wd, "usec", f->wd_usec ? json_integer((json_int_t)f->wd_usec) : json_null());
+        set(wd, "detail", str(f->wd));
+        set(o, "watchdog", wd);
+        set(store, "event_state_passed", json_boolean(h->sockets.store_fd >= 0));
+        set(o, "fd_store", store);
+        set(caps, "held", str(f->held));
+        set(caps, "dropped_when_serving", json_true());
+        set(caps, "effective", str(f->eff));
+        set(caps, "permitted", str(f->prm));
+        set(o, "capabilities", caps);
+}
+
+/* The last line: one JSON object, written by jansson in the order its members were set. */
 static void json_line(struct m0_host *h, const struct facts *f, struct each *e,
                       const struct m0_check *checks, size_t n, FILE *out)
 {
-        const struct m0_config *cfg = &h->cfg;
-        fprintf(out, "{\"app\":");
-        json_str(out, h->app->name);
-        fprintf(out, ",\"version\":");
-        json_str(out, m0_version());
-        fprintf(out, ",\"config\":{");
-        e->json = true;
-        e->first = true;
-        m0__config_each(cfg, knob_line, e);
-        fprintf(out,
-                "},\"topology\":{\"loops\":%u,\"pool_threads\":%u,\"producer\":%s,"
-                "\"handlers\":%u},",
-                cfg->threads, f->pool, h->app->step ? "true" : "false", f->handlers);
-        fprintf(out, "\"app_limits\":{\"max_threads\":%u},", h->app->max_threads);
-        json_routes(h, out);
-        json_sockets_watchdog(h, f, out);
-        fprintf(out, "\"fd_store\":{\"event_state_passed\":%s},",
-                h->sockets.store_fd >= 0 ? "true" : "false");
-        fprintf(out, "\"capabilities\":{\"held\":");
-        json_str(out, f->held);
-        fprintf(out, ",\"dropped_when_serving\":true,\"effective\":");
-        json_str(out, f->eff);
-        fprintf(out, ",\"permitted\":");
-        json_str(out, f->prm);
-        fprintf(out, "},\"checks\":[");
-        for (size_t i = 0; i < n; i++) {
-                fprintf(out, "%s{\"name\":", i ? "," : "");
-                json_str(out, checks[i].name);
-                fprintf(out, ",\"ok\":%s,\"detail\":", checks[i].ok ? "true" : "false");
-                json_str(out, checks[i].detail);
-                fprintf(out, ",\"fix\":");
-                json_str(out, checks[i].fix);
-                fprintf(out, "}");
-        }
-        fprintf(out, "],\"exit\":%d}\n", f->code);
+        json_t *o = json_object();
+        set(o, "app", str(h->app->name));
+        set(o, "version", str(m0_version()));
+        e->config = json_object();
+        m0__config_each(&h->cfg, knob_line, e);
+        set(o, "config", e->config);
+        e->config = NULL;
+        json_facts(o, h, f);
+        set(o, "checks", json_checks(checks, n));
+        set(o, "exit", json_integer(f->code));
+        char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        json_decref(o);
+        /* Short of memory, the line still says what serving would exit with. */
+        if (text)
+                fprintf(out, "%s\n", text);
+        else
+                fprintf(out, "{\"exit\":%d}\n", f->code);
+        free(text);
 }
 
 int m0__doctor(struct m0_host *h, const struct m0_check *checks, size_t n, int first, FILE *out)
@@ -375,7 +366,7 @@ int m0__doctor(struct m0_host *h, const struct m0_check *checks, size_t n, int f
         f.wd_usec = watchdog(f.wd, sizeof(f.wd));
         caps(f.eff, f.prm, sizeof(f.eff));
         m0__caps_describe(f.held, sizeof(f.held));
-        struct each e = {.out = out, .json = false, .first = true, .passed = h->sockets.passed};
+        struct each e = {.out = out, .passed = h->sockets.passed};
         if (e.passed)
                 socket_host_port(&h->sockets, e.host, sizeof(e.host), e.port, sizeof(e.port));
         human_lines(h, &f, &e, checks, n, first >= 0, out);

@@ -45,7 +45,8 @@ bool m0__log_journal(void)
         return log_journal;
 }
 
-static void emit(int prio, int loop, const char *mid, const char *msg);
+static void emit(int prio, int loop, const char *mid, const char *const *fields, size_t nfields,
+                 const char *msg);
 
 void m0__log(int prio, int loop, const char *mid, const char *fmt, ...)
 {
@@ -54,7 +55,18 @@ void m0__log(int prio, int loop, const char *mid, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
-        emit(prio, loop, mid, msg);
+        emit(prio, loop, mid, NULL, 0, msg);
+}
+
+void m0__log_fields(int prio, int loop, const char *const *fields, size_t nfields, const char *fmt,
+                    ...)
+{
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        emit(prio, loop, NULL, fields, nfields, msg);
 }
 
 void m0_log(int priority, const char *fmt, ...)
@@ -68,14 +80,19 @@ void m0_log(int priority, const char *fmt, ...)
                 priority = M0_LOG_CRIT; /* alert and emergency belong to the host's own reports */
         if (priority > M0_LOG_DEBUG)
                 priority = M0_LOG_DEBUG;
-        emit(priority, m0__thread_loop(), NULL, msg);
+        emit(priority, m0__thread_loop(), NULL, NULL, 0, msg);
 }
 
-static void emit(int prio, int loop, const char *mid, const char *msg)
+/* The journal entry's own fields and the caller's: MESSAGE, PRIORITY, M0_APP, M0_LOOP, MESSAGE_ID
+ * and up to M0__LOG_FIELDS_MAX more. */
+#define ENTRY_FIELDS (5 + M0__LOG_FIELDS_MAX)
+
+static void emit(int prio, int loop, const char *mid, const char *const *fields, size_t nfields,
+                 const char *msg)
 {
         if (log_journal) {
                 char f[5][1100];
-                struct iovec iov[5];
+                struct iovec iov[ENTRY_FIELDS];
                 int n = 0;
                 snprintf(f[n++], sizeof(f[0]), "MESSAGE=%s", msg);
                 snprintf(f[n++], sizeof(f[0]), "PRIORITY=%d", prio);
@@ -86,6 +103,9 @@ static void emit(int prio, int loop, const char *mid, const char *msg)
                         snprintf(f[n++], sizeof(f[0]), "MESSAGE_ID=%s", mid);
                 for (int i = 0; i < n; i++)
                         iov[i] = (struct iovec){.iov_base = f[i], .iov_len = strlen(f[i])};
+                for (size_t i = 0; i < nfields && i < M0__LOG_FIELDS_MAX; i++)
+                        iov[n++] = (struct iovec){.iov_base = (void *)fields[i],
+                                                  .iov_len = strlen(fields[i])};
                 if (sd_journal_sendv(iov, n) >= 0)
                         return;
                 /* journald went away: fall back to the plain line */

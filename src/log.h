@@ -5,6 +5,7 @@
 #define M0_LOG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "m0.h"
 
@@ -20,5 +21,12 @@ void m0__log_init(const char *app_name);
 bool m0__log_journal(void);
 /* Log one line; `loop` is -1 when no loop speaks; `mid` may be NULL. Thread-safe. */
 void m0__log(int prio, int loop, const char *mid, const char *fmt, ...) M0_PRINTF(4, 5);
+
+#define M0__LOG_FIELDS_MAX 8
+/* m0__log() with more journal fields: `fields` are "NAME=value" strings (up to
+ * M0__LOG_FIELDS_MAX), added to the structured entry under journald and left out of the plain
+ * line, which says the same in words. */
+void m0__log_fields(int prio, int loop, const char *const *fields, size_t nfields, const char *fmt,
+                    ...) M0_PRINTF(5, 6);
 
 #endif /* M0_LOG_H */

@@ -89,6 +89,7 @@ int m0__loop_build(struct m0_loop *l)
         l->rscratch_cap = 64 * 1024;
         l->rscratch = malloc(l->rscratch_cap);
         l->req.headers = calloc(h->cfg.max_header_fields, sizeof(*l->req.headers));
+        l->req.json_max_depth = h->cfg.json_max_depth;
         if (!l->rscratch || !l->req.headers)
                 return -ENOMEM;
         /* A turn's budget plus the longest a handler may run on the loop (a quarter of the

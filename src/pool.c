@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "crash.h"
+#include "error.h"
 #include "handler.h"
 #include "host.h"
 #include "log.h"
@@ -115,6 +116,7 @@ struct m0_job *m0__job_new(struct m0_conn *c, const m0_req *req)
         job->req.body = at;
         job->req.body_len = req->body_len;
         job->req.loop = req->loop;
+        job->req.json_max_depth = req->json_max_depth;
         job->res.status = 200;
         job->res.on_pool = true;
         return job;
@@ -152,7 +154,7 @@ static void run_job(struct m0_pool_thread *t, struct m0_job *job)
         job->req.thread = t->index;
         m0__thread_request_set(h, job->req.method, job->req.path);
         uint64_t t0 = m0__now_ns();
-        m0__app_run(job->fn, &job->req, &job->res, t->thread.state);
+        m0__app_run(h->app, job->fn, &job->req, &job->res, t->thread.state);
         job->run_us = (m0__now_ns() - t0) / 1000;
         m0__thread_request_set(h, NULL, NULL);
         if (job->res.stream_refused || job->res.stream) {
@@ -161,8 +163,9 @@ static void run_job(struct m0_pool_thread *t, struct m0_job *job)
                         "%s %s opened a stream on pool thread %d: answered 409 (streams are "
                         "served from loop routes only)",
                         job->req.method, job->req.path, t->index);
-                m0__res_reset(&job->res);
-                (void)m0_res_text(&job->res, 409, "409 Conflict: streams are served on the loop\n");
+                (void)m0__error_fill(h->app, t->thread.state, &job->req, 409,
+                                     "streams are served on the loop", NULL, 0, &job->res);
+                m0__req_end(&job->req); /* what the callback's helpers made */
         }
         struct m0_msg *m = calloc(1, sizeof(*m));
         if (!m) {

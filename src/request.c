@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: MIT */
-/* request.c: what a handler reads of its request. */
+/* request.c: what a handler reads of its request: its head, its query and form parameters
+ * (Q2), and the end of what its helpers made. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include <jansson.h>
+
+#include "cookie.h"
+#include "http.h"
 #include "request.h"
 
 const char *m0_version(void)
@@ -79,75 +84,175 @@ ssize_t m0__pct_decode(const char *s, size_t n, char *out, unsigned flags)
         return (ssize_t)o;
 }
 
-/* A query's decoding: percent escapes and '+', nothing refused. */
-static size_t decode(const char *s, size_t n, char *out)
+/*
+ * A query's or a form's decoding of [s, s+n) into out: percent escapes and '+'; returns the
+ * decoded length. A malformed escape stays as it is and adds M0__PARAM_LAX to *flags (no '%' can
+ * be a valid escape's digit, so each one found is where an escape starts); a decoded NUL (%00, or
+ * a raw one in a body) adds M0__PARAM_BAD.
+ */
+static size_t decode(const char *s, size_t n, char *out, unsigned *flags)
 {
-        return (size_t)m0__pct_decode(s, n, out, M0__PCT_PLUS);
+        size_t o = (size_t)m0__pct_decode(s, n, out, M0__PCT_PLUS);
+        const char *end = s + n;
+        for (const char *p = memchr(s, '%', n); p; p = memchr(p + 1, '%', (size_t)(end - p - 1)))
+                if (end - p < 3 || hexval(p[1]) < 0 || hexval(p[2]) < 0)
+                        *flags |= M0__PARAM_LAX;
+        if (memchr(out, '\0', o))
+                *flags |= M0__PARAM_BAD;
+        return o;
+}
+
+size_t m0__param_put(char *out, unsigned flags, const char *name, size_t nl, const char *value,
+                     size_t vl)
+{
+        out[0] = (char)flags;
+        memcpy(out + 1, name, nl);
+        out[1 + nl] = '\0';
+        if (vl)
+                memcpy(out + 2 + nl, value, vl);
+        out[2 + nl + vl] = '\0';
+        return 3 + nl + vl;
+}
+
+/* The record of one "name=value" of a query or a form at `out`, decoded in place; its size.
+ * A value that decodes to a NUL is kept empty and M0__PARAM_BAD. */
+static size_t pair_put(const char *s, size_t len, char *out)
+{
+        const char *eq = memchr(s, '=', len);
+        size_t kn = eq ? (size_t)(eq - s) : len;
+        unsigned fk = 0, fv = eq ? 0 : M0__PARAM_LAX;
+        size_t dk = decode(s, kn, out + 1, &fk);
+        if (fk & M0__PARAM_BAD)
+                return 0;
+        size_t dv = eq ? decode(eq + 1, len - kn - 1, out + 2 + dk, &fv) : 0;
+        if (fv & M0__PARAM_BAD)
+                dv = 0;
+        out[0] = (char)(fk | fv);
+        out[1 + dk] = '\0';
+        out[2 + dk + dv] = '\0';
+        return 3 + dk + dv;
+}
+
+/* The most the records of an `sep`-separated list of n bytes take: each part that is not empty
+ * costs its bytes and three more (a flag, two NULs); decoding only shrinks. */
+size_t m0__param_bound(const char *s, size_t n, char sep)
+{
+        size_t need = 0;
+        for (size_t at = 0; at < n;) {
+                const char *p = memchr(s + at, sep, n - at);
+                size_t len = p ? (size_t)(p - (s + at)) : n - at;
+                if (len)
+                        need += len + 3;
+                at += len + 1;
+        }
+        return need;
+}
+
+/* The records of the "&"-separated pairs [s, s+n) at `out`; returns their size. Empty pairs
+ * ("&&") have none. */
+static size_t pairs_put(const char *s, size_t n, char *out)
+{
+        size_t o = 0;
+        for (size_t at = 0; at < n;) {
+                const char *amp = memchr(s + at, '&', n - at);
+                size_t len = amp ? (size_t)(amp - (s + at)) : n - at;
+                if (len)
+                        o += pair_put(s + at, len, out + o);
+                at += len + 1;
+        }
+        return o;
+}
+
+/* Whether the body is read as a form: its Content-Type says so, or it has none (RFC 9110 8.3
+ * leaves that to the recipient; a browser always sends one, and a cross-site page can send a
+ * form anyway, so taking a bare body for one opens nothing, D70). */
+static bool is_form(const m0_req *req)
+{
+        static const char form[] = "application/x-www-form-urlencoded";
+        size_t n;
+        if (!m0_req_header(req, "Content-Type"))
+                return true;
+        const char *t = m0__req_media_type(req, &n);
+        return t && n == sizeof(form) - 1 && strncasecmp(t, form, n) == 0;
 }
 
 /*
- * The first call decodes the whole query once into the request's arena, as records of
- * [name length][value length] name NUL value NUL (lengths as size_t), so that an empty name or a
- * decoded %00 cannot end the list early. The arena is sized up front: returned pointers stay put.
+ * The first call of a parameter reader indexes the query, the form body (when the request has
+ * one) and the cookies at once, into an arena sized up front so that returned pointers stay put
+ * until the handler returns.
  */
-static int query_index(m0_req *req)
+static int params_index(m0_req *req)
 {
-        if (req->arena.len)
+        if (req->indexed)
                 return 0;
-        size_t n = strlen(req->query);
-        /* each record costs at most its bytes, two NULs and two lengths; '&' bounds the count */
-        size_t records = 1;
-        for (const char *q = req->query; *q; q++)
-                records += *q == '&';
-        int r = m0__buf_reserve(&req->arena, n + records * (2 + 2 * sizeof(size_t)) + 1);
-        if (r < 0)
-                return r;
-        char *out = req->arena.data;
-        size_t o = 0;
-        const char *s = req->query;
-        while (*s) {
-                const char *amp = strchr(s, '&');
-                size_t len = amp ? (size_t)(amp - s) : strlen(s);
-                if (len) {
-                        const char *eq = memchr(s, '=', len);
-                        size_t kn = eq ? (size_t)(eq - s) : len;
-                        size_t at = o;
-                        o += 2 * sizeof(size_t);
-                        size_t dk = decode(s, kn, out + o);
-                        o += dk;
-                        out[o++] = '\0';
-                        size_t dv = eq ? decode(eq + 1, len - kn - 1, out + o) : 0;
-                        o += dv;
-                        out[o++] = '\0';
-                        memcpy(out + at, &dk, sizeof(dk));
-                        memcpy(out + at + sizeof(dk), &dv, sizeof(dv));
-                }
-                s += len + (amp ? 1 : 0);
+        size_t qn = strlen(req->query);
+        size_t fn = is_form(req) ? req->body_len : 0;
+        size_t need = m0__param_bound(req->query, qn, '&') + m0__param_bound(req->body, fn, '&') +
+                      m0__cookie_bound(req) + 1; /* never empty: data is never NULL */
+        req->scratch = true;
+        req->arena.len = 0;
+        /* exactly what the index needs: a large form's is not doubled */
+        if (req->arena.cap < need) {
+                char *p = realloc(req->arena.data, need);
+                if (!p)
+                        return -ENOMEM;
+                req->arena.data = p;
+                req->arena.cap = need;
         }
-        out[o] = '\0';
-        req->arena.len = o ? o : 1; /* non-zero: indexed */
+        char *out = req->arena.data;
+        req->query_end = pairs_put(req->query, qn, out);
+        req->form_end = req->query_end + pairs_put(req->body, fn, out + req->query_end);
+        req->arena.len = req->form_end + m0__cookie_put(req, out + req->form_end);
+        req->indexed = true;
         return 0;
+}
+
+/*
+ * The value of the first record named `name` in [from, to) of the index. With `strict`, also
+ * NULL when that record is M0__PARAM_LAX or the name has another record after it.
+ */
+static const char *param_find(const m0_req *req, size_t from, size_t to, const char *name,
+                              bool strict)
+{
+        const char *hit = NULL;
+        bool seen = false;
+        for (const char *p = req->arena.data + from, *end = req->arena.data + to; p < end;) {
+                unsigned flags = (unsigned char)p[0];
+                const char *k = p + 1;
+                size_t kn = strlen(k);
+                const char *v = k + kn + 1;
+                p = v + strlen(v) + 1;
+                if (strcmp(k, name) != 0)
+                        continue;
+                if (seen)
+                        return NULL;
+                hit = (flags & (strict ? M0__PARAM_BAD | M0__PARAM_LAX : M0__PARAM_BAD)) ? NULL : v;
+                if (!strict)
+                        return hit;
+                seen = true;
+        }
+        return hit;
 }
 
 const char *m0_req_query(m0_req *req, const char *name)
 {
-        if (!req->query[0] || query_index(req) < 0)
+        if (!req->query[0] || params_index(req) < 0)
                 return NULL;
-        size_t want = strlen(name);
-        const char *p = req->arena.data;
-        const char *end = p + req->arena.len;
-        while (p + 2 * sizeof(size_t) <= end) {
-                size_t kn, vn;
-                memcpy(&kn, p, sizeof(kn));
-                memcpy(&vn, p + sizeof(kn), sizeof(vn));
-                const char *k = p + 2 * sizeof(size_t);
-                const char *v = k + kn + 1;
-                /* a name with a decoded NUL in it matches no C string */
-                if (kn == want && memcmp(k, name, kn) == 0)
-                        return v;
-                p = v + vn + 1;
-        }
-        return NULL;
+        return param_find(req, 0, req->query_end, name, false);
+}
+
+const char *m0_req_form(m0_req *req, const char *name)
+{
+        if (!is_form(req) || params_index(req) < 0)
+                return NULL;
+        return param_find(req, req->query_end, req->form_end, name, true);
+}
+
+const char *m0__param_cookie(m0_req *req, const char *name)
+{
+        if (params_index(req) < 0)
+                return NULL;
+        return param_find(req, req->form_end, req->arena.len, name, false);
 }
 
 int m0_req_query_int(m0_req *req, const char *name, long min, long max, long *ret)
@@ -250,4 +355,40 @@ int m0_req_loop(const m0_req *req)
 int m0_req_thread(const m0_req *req)
 {
         return req->thread;
+}
+
+const char *m0__req_media_type(const m0_req *req, size_t *ret_len)
+{
+        const char *ct = m0_req_header(req, "Content-Type");
+        if (!ct)
+                return NULL;
+        size_t n = 0;
+        while (m0__tchar[(unsigned char)ct[n]])
+                n++;
+        if (n == 0 || ct[n] != '/')
+                return NULL;
+        size_t sub = ++n;
+        while (m0__tchar[(unsigned char)ct[n]])
+                n++;
+        size_t rest = n + strspn(ct + n, " \t");
+        if (n == sub || (ct[rest] != '\0' && ct[rest] != ';'))
+                return NULL;
+        *ret_len = n;
+        return ct;
+}
+
+/* A parameter index past this many bytes is not kept for the loop's next request. */
+#define ARENA_KEEP_MAX (64 * 1024)
+
+void m0__req_scratch_end(m0_req *req)
+{
+        json_decref(req->json);
+        req->json = NULL;
+        req->json_err = 0;
+        req->refusal.err = 0;
+        req->indexed = false;
+        req->arena.len = 0;
+        if (req->arena.cap > ARENA_KEEP_MAX)
+                m0__buf_free(&req->arena);
+        req->scratch = false;
 }

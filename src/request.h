@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* request.h: request.c, the request as handlers see it. */
+/* request.h: request.c, the request as handlers see it: its accessors, its parameters (query,
+ * form, cookies) and what its helpers leave behind until the handler returns. */
 #ifndef M0_REQUEST_H
 #define M0_REQUEST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -10,11 +12,19 @@
 #include "buf.h"
 #include "m0.h"
 #include "route.h"
+#include "util.h"
 
 /* The request as handlers see it; one per loop, reused. */
 struct m0_header {
         const char *name;
         const char *value;
+};
+
+/* What a helper refused, for the host to answer when the handler passes its -errno on (Q3). */
+struct m0_req_refusal {
+        int err;    /* the -errno the helper returned; 0: none */
+        int status; /* the answer it stands for: 400, 415 */
+        char detail[256];
 };
 
 struct m0_req {
@@ -28,7 +38,16 @@ struct m0_req {
         size_t body_len;
         int loop;
         int thread;
-        struct m0_buf arena; /* decoded query values */
+        unsigned json_max_depth; /* M0_JSON_MAX_DEPTH, copied in when the request is made */
+        /* Made by the helpers a handler calls, and ended by m0__req_end() when it returns. */
+        bool scratch;        /* one of the below is set */
+        bool indexed;        /* the arena holds the parameter index */
+        size_t query_end;    /* the index: query records in [0, query_end), */
+        size_t form_end;     /* form records up to form_end, cookie records to arena.len */
+        struct m0_buf arena; /* the parameter index (request.c) */
+        struct json_t *json; /* m0_req_json()'s value */
+        int json_err;        /* or what it failed with */
+        struct m0_req_refusal refusal;
         /* The route that matched (NULL: dispatch) and its captures, decoded (T1): value i at
          * params.data + param[i]. A pool job's point into its own memory. */
         const struct m0_croute *route;
@@ -55,5 +74,36 @@ ssize_t m0__pct_decode(const char *s, size_t n, char *out, unsigned flags);
  * to be refused (400); -ENOMEM. With req NULL, only checked.
  */
 int m0__req_bind(m0_req *req, const char *path, const struct m0_match *m);
+
+/* ---- the parameter index: the query's, the form body's and the cookies' name=value pairs,
+ * decoded once into the arena as records of a flag byte, the name and the value, each
+ * NUL-terminated (a name holding a NUL is no name and has no record) ---- */
+
+#define M0__PARAM_BAD 1u /* a value no reader returns: it decodes to a NUL, or breaks RFC 6265 */
+#define M0__PARAM_LAX 2u /* no '=', or a malformed %-escape: the query takes it, a form does not */
+
+/* Write one record at `out` (room for nl + vl + 3 bytes); returns its size. */
+size_t m0__param_put(char *out, unsigned flags, const char *name, size_t nl, const char *value,
+                     size_t vl);
+
+/* The most room the records of an `sep`-separated list [s, s+n) take. */
+size_t m0__param_bound(const char *s, size_t n, char sep);
+/* The value of the first cookie named `name`, NULL when none or when it is not RFC 6265's. */
+const char *m0__param_cookie(m0_req *req, const char *name);
+
+/* The media type of the request's Content-Type without its parameters ("Application/JSON" of
+ * "Application/JSON ; charset=utf-8"), *ret_len bytes; NULL without a Content-Type or with one
+ * that is not a media type. */
+const char *m0__req_media_type(const m0_req *req, size_t *ret_len);
+
+void m0__req_scratch_end(m0_req *req);
+
+/* The handler returned: free what its helpers made (the JSON value, a large parameter index)
+ * and forget what they found, so that the next request on this loop starts clean. */
+static inline void m0__req_end(m0_req *req)
+{
+        if (M0__UNLIKELY(req->scratch))
+                m0__req_scratch_end(req);
+}
 
 #endif /* M0_REQUEST_H */

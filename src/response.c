@@ -130,44 +130,6 @@ int m0__res_serialize(struct m0_loop *l, const struct m0_res *res, bool head_onl
         return 0;
 }
 
-/* The body of the host's own answers from 400 on: "404 Not Found\n". */
-#define ERROR_BODY "%d %s\n"
-
-size_t m0__res_error_body_len(int status)
-{
-        if (status < 400)
-                return 0;
-        return (size_t)snprintf(NULL, 0, ERROR_BODY, status, m0__status_reason(status));
-}
-
-int m0__res_error(struct m0_loop *l, const struct m0_host_answer *a, struct m0_buf *out)
-{
-        static const char ct[] = "Content-Type: text/plain; charset=utf-8\r\n";
-        char body[96];
-        struct m0_res res = {.status = a->status};
-        bool text = a->status >= 400;
-        if (text) {
-                int n = snprintf(body, sizeof(body), ERROR_BODY, a->status,
-                                 m0__status_reason(a->status));
-                res.body.data = body;
-                res.body.len = (size_t)n;
-        }
-        /* Without lines of its own the head is the constant one: a 503 for want of memory
-         * needs none. */
-        if (!a->headers_len) {
-                res.head.data = (char *)ct;
-                res.head.len = text ? sizeof(ct) - 1 : 0;
-                return m0__res_serialize(l, &res, a->head_only, a->conn, out);
-        }
-        int r = text ? m0__buf_append(&res.head, ct, sizeof(ct) - 1) : 0;
-        if (r == 0)
-                r = m0__buf_append(&res.head, a->headers, a->headers_len);
-        if (r == 0)
-                r = m0__res_serialize(l, &res, a->head_only, a->conn, out);
-        m0__buf_free(&res.head);
-        return r;
-}
-
 /* ---- the public builder ---- */
 
 int m0_res_status(m0_res *res, int status)
@@ -261,37 +223,6 @@ int m0_res_printf(m0_res *res, const char *fmt, ...)
         va_start(ap, fmt);
         int r = m0__buf_vprintf(&res->body, fmt, ap);
         va_end(ap);
-        return r;
-}
-
-int m0_res_json_string(m0_res *res, const char *s)
-{
-        static const char hex[] = "0123456789abcdef";
-        size_t n = strlen(s);
-        int r = m0__buf_reserve(&res->body, n + 2);
-        if (r < 0)
-                return r;
-        r = m0__buf_append(&res->body, "\"", 1);
-        for (const unsigned char *p = (const unsigned char *)s; r == 0 && *p; p++) {
-                char e[7];
-                switch (*p) {
-                case '"': r = m0__buf_append(&res->body, "\\\"", 2); break;
-                case '\\': r = m0__buf_append(&res->body, "\\\\", 2); break;
-                case '\n': r = m0__buf_append(&res->body, "\\n", 2); break;
-                case '\r': r = m0__buf_append(&res->body, "\\r", 2); break;
-                case '\t': r = m0__buf_append(&res->body, "\\t", 2); break;
-                default:
-                        if (*p < 0x20) {
-                                e[0] = '\\', e[1] = 'u', e[2] = '0', e[3] = '0';
-                                e[4] = hex[*p >> 4], e[5] = hex[*p & 15];
-                                r = m0__buf_append(&res->body, e, 6);
-                        } else {
-                                r = m0__buf_append(&res->body, p, 1);
-                        }
-                }
-        }
-        if (r == 0)
-                r = m0__buf_append(&res->body, "\"", 1);
         return r;
 }
 

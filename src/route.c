@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* route.c: the route table compiled once at start into a segment trie (T1), matched in
- * O(segments) with the first route in table order winning (T3); and running a handler. */
+ * O(segments) with the first route in table order winning (T3); and running a handler, a
+ * failure answered as error.c says (Q4). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <llhttp.h>
 
 #include "config.h"
+#include "error.h"
 #include "http.h"
 #include "request.h"
 #include "response.h"
@@ -730,12 +732,17 @@ size_t m0__router_allow(const struct m0_router *rt, uint64_t methods, char *out,
 
 /* ---- running a handler ---- */
 
-void m0__app_run(m0_handler_fn fn, m0_req *req, m0_res *res, void *state)
+const char *m0__app_route_pattern(const m0_req *req)
 {
+        return req->route ? req->route->def->path : "dispatch";
+}
+
+void m0__app_run(const m0_app *app, m0_handler_fn fn, m0_req *req, m0_res *res, void *state)
+{
+        int r = fn(req, res, state);
         /* A stream refused on a pool thread is answered 409 by the pool (P2), whatever the
          * handler made of m0_res_stream()'s -EPERM. */
-        if (fn(req, res, state) < 0 && !res->stream_refused) {
-                m0__res_reset(res);
-                (void)m0_res_text(res, 500, "500 Internal Server Error\n");
-        }
+        if (r < 0 && !res->stream_refused)
+                m0__error_handler_failed(app, state, req, res, r);
+        m0__req_end(req);
 }

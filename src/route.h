@@ -130,7 +130,10 @@ size_t m0__router_allow(const struct m0_router *rt, uint64_t methods, char *out,
 /* llhttp's number for method `name` ("GET"), or -1 when llhttp parses no such method. */
 int m0__method_number(const char *name);
 
-/* Run `fn` for `req` and turn a failure into a 500. */
-void m0__app_run(m0_handler_fn fn, m0_req *req, m0_res *res, void *state);
+/* The pattern of the route `req` was routed to ("/todos/:id"), or "dispatch": for the log. */
+const char *m0__app_route_pattern(const m0_req *req);
+/* Run `fn` for `req`, answer a failure as error.c says (Q4), and end what the handler's
+ * helpers made (m0__req_end). */
+void m0__app_run(const m0_app *app, m0_handler_fn fn, m0_req *req, m0_res *res, void *state);
 
 #endif /* M0_ROUTE_H */

@@ -847,6 +847,7 @@ KNOBS = [
     ("metrics-max-connections", "M0_METRICS_MAX_CONNECTIONS", "8"),
     ("metrics-timeout-ms", "M0_METRICS_TIMEOUT_MS", "5000"),
     ("access-log-queue", "M0_ACCESS_LOG_QUEUE", "4096"),
+    ("json-max-depth", "M0_JSON_MAX_DEPTH", "64"),
 ]
 
 

@@ -145,21 +145,16 @@ def note_body(title, body):
 
 
 def jstr(b):
-    """A byte string as notes writes it in JSON (m0_res_json_string's escaping)."""
+    """A byte string as notes writes it in JSON (jansson's escaping: the short forms, then
+    \\u00XX in upper-case hex)."""
+    short = {0x22: b'\\"', 0x5C: b"\\\\", 0x08: b"\\b", 0x0C: b"\\f", 0x0A: b"\\n",
+             0x0D: b"\\r", 0x09: b"\\t"}
     out = bytearray(b'"')
     for ch in b:
-        if ch == 0x22:
-            out += b'\\"'
-        elif ch == 0x5C:
-            out += b"\\\\"
-        elif ch == 0x0A:
-            out += b"\\n"
-        elif ch == 0x0D:
-            out += b"\\r"
-        elif ch == 0x09:
-            out += b"\\t"
+        if ch in short:
+            out += short[ch]
         elif ch < 0x20:
-            out += b"\\u%04x" % ch
+            out += b"\\u%04X" % ch
         else:
             out.append(ch)
     return bytes(out + b'"')

@@ -55,7 +55,11 @@ def host_answer(status, reason):
 NOT_FOUND = host_answer(404, "Not Found")
 NOT_ALLOWED = host_answer(405, "Method Not Allowed")
 BAD = host_answer(400, "Bad Request")
-UNSUPPORTED = host_answer(415, "Unsupported Media Type")
+# Q4: routing's refusals say what was refused, as m0_req_json() does for its own 415
+BAD_CAPTURE = host_answer(400, 'Bad Request: a capture of the path is not valid: a malformed '
+                          'escape, %00, %2F in one segment, or a "." or ".." segment')
+UNSUPPORTED = host_answer(415, "Unsupported Media Type: the body must be application/json or a "
+                          "+json type")
 TOO_LARGE = host_answer(413, "Content Too Large")
 
 
@@ -159,23 +163,23 @@ DECODING = [
     row("%2F in *rest is a '/'", get(b"/files/a%2Fb"), ans(200, text("files rest=a/b"))),
     row("three dots are a name", get(b"/files/..."), ans(200, text("files rest=..."))),
     row("a dot inside a name", get(b"/todos/a.b"), ans(200, text("todo id=a.b"))),
-    row("%00 in :id", get(b"/todos/a%00b"), ans(400, BAD)),
-    row("%00 in *rest", get(b"/files/a%00"), ans(400, BAD)),
-    row("%2F in :id", get(b"/todos/a%2Fb"), ans(400, BAD)),
-    row("%2f in :id", get(b"/todos/a%2fb"), ans(400, BAD)),
-    row("%2F in the second capture", get(b"/users/1/posts/a%2Fb"), ans(400, BAD)),
-    row("%zz", get(b"/todos/%zz"), ans(400, BAD)),
-    row("a cut escape", get(b"/todos/abc%4"), ans(400, BAD)),
-    row("a lone %", get(b"/todos/%"), ans(400, BAD)),
-    row(":id is ..", get(b"/todos/.."), ans(400, BAD)),
-    row(":id is .", get(b"/todos/."), ans(400, BAD)),
-    row(":id is %2e%2E", get(b"/todos/%2e%2E"), ans(400, BAD)),
-    row("*rest with ..", get(b"/files/a/../b"), ans(400, BAD)),
-    row("*rest with .", get(b"/files/./x"), ans(400, BAD)),
-    row("*rest ending in ..", get(b"/files/a/.."), ans(400, BAD)),
-    row("*rest with an encoded ..", get(b"/files/a%2F..%2Fb"), ans(400, BAD)),
+    row("%00 in :id", get(b"/todos/a%00b"), ans(400, BAD_CAPTURE)),
+    row("%00 in *rest", get(b"/files/a%00"), ans(400, BAD_CAPTURE)),
+    row("%2F in :id", get(b"/todos/a%2Fb"), ans(400, BAD_CAPTURE)),
+    row("%2f in :id", get(b"/todos/a%2fb"), ans(400, BAD_CAPTURE)),
+    row("%2F in the second capture", get(b"/users/1/posts/a%2Fb"), ans(400, BAD_CAPTURE)),
+    row("%zz", get(b"/todos/%zz"), ans(400, BAD_CAPTURE)),
+    row("a cut escape", get(b"/todos/abc%4"), ans(400, BAD_CAPTURE)),
+    row("a lone %", get(b"/todos/%"), ans(400, BAD_CAPTURE)),
+    row(":id is ..", get(b"/todos/.."), ans(400, BAD_CAPTURE)),
+    row(":id is .", get(b"/todos/."), ans(400, BAD_CAPTURE)),
+    row(":id is %2e%2E", get(b"/todos/%2e%2E"), ans(400, BAD_CAPTURE)),
+    row("*rest with ..", get(b"/files/a/../b"), ans(400, BAD_CAPTURE)),
+    row("*rest with .", get(b"/files/./x"), ans(400, BAD_CAPTURE)),
+    row("*rest ending in ..", get(b"/files/a/.."), ans(400, BAD_CAPTURE)),
+    row("*rest with an encoded ..", get(b"/files/a%2F..%2Fb"), ans(400, BAD_CAPTURE)),
     row("a refused capture keeps the connection, and is not a 404", get(b"/todos/a%00") + get(b"/todos/1"),
-        [ans(400, BAD), ans(200, text("todo id=1"))]),
+        [ans(400, BAD_CAPTURE), ans(200, text("todo id=1"))]),
 ]
 
 # T3: the first matching route in table order wins, whether exact or capture comes first.
@@ -268,7 +272,7 @@ BODIES = [
         ans(405, NOT_ALLOWED, Allow="GET, HEAD, OPTIONS")),
     row("a body to a refused capture", body_req(b"PATCH", b"/todos/a%00", b"{}",
                                                 b"Content-Type: application/json\r\n"),
-        ans(400, BAD)),
+        ans(400, BAD_CAPTURE)),
     row("a body to no route announcing more than the bound: answered now",
         b"POST /nowhere HTTP/1.1\r\nHost: test\r\nContent-Length: 4194305\r\n\r\n",
         ans(404, NOT_FOUND), "close"),
@@ -295,7 +299,7 @@ EXPECTS = [
         + EXPECT + b"\r\n", ans(415, UNSUPPORTED), "close"),
     row("100-continue to a refused capture: 400, no 100",
         b"PATCH /todos/%00 HTTP/1.1\r\nHost: test\r\nContent-Length: 2\r\n"
-        b"Content-Type: application/json\r\n" + EXPECT + b"\r\n", ans(400, BAD), "close"),
+        b"Content-Type: application/json\r\n" + EXPECT + b"\r\n", ans(400, BAD_CAPTURE), "close"),
     row("100-continue, chunked, to no route",
         b"POST /nowhere HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n" + EXPECT + b"\r\n",
         ans(404, NOT_FOUND), "close"),
@@ -328,7 +332,7 @@ def test_T2_dispatch_runs_only_for_unmatched_paths():
             ans(204, b"", Allow="GET, HEAD, PATCH, DELETE, OPTIONS")),
         row("OPTIONS of no route: dispatch", get(b"/nowhere", method=b"OPTIONS"),
             ans(200, d(b"/nowhere", "OPTIONS"))),
-        row("a refused capture is not dispatch's", get(b"/todos/a%00"), ans(400, BAD)),
+        row("a refused capture is not dispatch's", get(b"/todos/a%00"), ans(400, BAD_CAPTURE)),
         row("a path no capture takes is", get(b"/todos/"), ans(200, d(b"/todos/"))),
         row("a body to dispatch is asked for",
             body_req(b"POST", b"/nowhere", b"abc", EXPECT),
@@ -400,7 +404,7 @@ def test_T1_captures_on_the_pool():
         r = c.get("/pool/a%20b")
         eq((r.status, r.body, r.header("x-thread")), (200, b"todo id=a b\n", "0"), "on the pool")
         r = c.get("/pool/%00")
-        eq((r.status, r.body), (400, BAD), "a refused capture never reaches the pool")
+        eq((r.status, r.body), (400, BAD_CAPTURE), "a refused capture never reaches the pool")
         r = c.get("/pool/z")
         eq((r.status, r.body, r.header("x-thread")), (200, b"todo id=z\n", "0"), "after it")
 

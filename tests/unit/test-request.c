@@ -4,42 +4,11 @@
 #include <limits.h>
 #include <stdint.h>
 
-#include "config.h"
-#include "http.h"
-#include "request.h"
 #include "response.h"
 #include "route.h"
-#include "unit.h"
+#include "unit-req.h"
 
 static struct m0_config cfg;
-
-/* A request indexed from a real head, as the loop builds it. */
-struct parsed {
-        char *buf;
-        struct m0_req req;
-};
-
-static void parsed_free(struct parsed *p)
-{
-        free(p->buf);
-        free(p->req.headers);
-        m0__buf_free(&p->req.arena);
-        memset(p, 0, sizeof(*p));
-}
-
-static void parse_head(struct parsed *p, const char *head)
-{
-        size_t n = strlen(head);
-        memset(p, 0, sizeof(*p));
-        p->buf = malloc(n);
-        ck_assert_ptr_nonnull(p->buf);
-        memcpy(p->buf, head, n);
-        p->req.headers = calloc(cfg.max_header_fields, sizeof(*p->req.headers));
-        ck_assert_ptr_nonnull(p->req.headers);
-        size_t len = 0;
-        ck_assert_int_eq(m0__http_head_parse(p->buf, n, &cfg, &p->req, &len), 0);
-        ck_assert_uint_eq(len, n);
-}
 
 /* "GET /p?<query> HTTP/1.1" with a Host; no '?' at all when query is NULL. */
 static void parse_query(struct parsed *p, const char *query)
@@ -47,22 +16,18 @@ static void parse_query(struct parsed *p, const char *query)
         char head[1024];
         snprintf(head, sizeof(head), "GET /p%s%s HTTP/1.1\r\nHost: h\r\n\r\n", query ? "?" : "",
                  query ? query : "");
-        parse_head(p, head);
+        parse_head(p, &cfg, head);
 }
 
 static void setup(void)
 {
-        char *argv[] = {"app", NULL};
-        char *envp[] = {NULL};
-        char err[256] = "";
-        ck_assert_int_eq(m0__config_parse(&cfg, "app", 1, argv, envp, NULL, err, sizeof(err)),
-                         M0_CONFIG_SERVE);
+        unit_config(&cfg);
 }
 
 START_TEST(accessors)
 {
         struct parsed p;
-        parse_head(&p, "POST /a/b?x=1 HTTP/1.1\r\nHost: h\r\n\r\n");
+        parse_head(&p, &cfg, "POST /a/b?x=1 HTTP/1.1\r\nHost: h\r\n\r\n");
         p.req.body = "hello";
         p.req.body_len = 5;
         p.req.loop = 3;
@@ -165,8 +130,11 @@ END_TEST
 START_TEST(query_encoded_nul)
 {
         struct parsed p;
-        parse_query(&p, "x=%00&k=v");
+        parse_query(&p, "x=%00&k=v&y=a%00b&y=later");
         ck_assert_str_eq(m0_req_query(&p.req, "k"), "v");
+        /* a value with a NUL in it has no C string: the first of its name reads as absent */
+        ck_assert_ptr_null(m0_req_query(&p.req, "x"));
+        ck_assert_ptr_null(m0_req_query(&p.req, "y"));
         parsed_free(&p);
 
         parse_query(&p, "a%00b=1&k=v");
@@ -213,12 +181,13 @@ END_TEST
 START_TEST(headers)
 {
         struct parsed p;
-        parse_head(&p, "GET / HTTP/1.1\r\n"
-                       "Host: example.com\r\n"
-                       "X-Multi: first\r\n"
-                       "Content-Type:  text/plain \r\n"
-                       "x-multi: second\r\n"
-                       "\r\n");
+        parse_head(&p, &cfg,
+                   "GET / HTTP/1.1\r\n"
+                   "Host: example.com\r\n"
+                   "X-Multi: first\r\n"
+                   "Content-Type:  text/plain \r\n"
+                   "x-multi: second\r\n"
+                   "\r\n");
         m0_req *req = &p.req;
         ck_assert_uint_eq(m0_req_header_count(req), 4);
         ck_assert_str_eq(m0_req_header(req, "Host"), "example.com");
@@ -246,11 +215,150 @@ START_TEST(headers)
         ck_assert_str_eq(v, "untouched");
         parsed_free(&p);
 
-        parse_head(&p, "GET / HTTP/1.0\r\n\r\n");
+        parse_head(&p, &cfg, "GET / HTTP/1.0\r\n\r\n");
         ck_assert_uint_eq(m0_req_header_count(&p.req), 0);
         ck_assert_ptr_null(m0_req_header(&p.req, "Host"));
         ck_assert_int_eq(m0_req_header_at(&p.req, 0, &n, &v), -ERANGE);
         parsed_free(&p);
+}
+END_TEST
+
+/* A POST whose body is `body` (len bytes) with Content-Type `ct` (NULL: none), query `q`. */
+static void parse_form(struct parsed *p, const char *ct, const char *q, const void *body,
+                       size_t len)
+{
+        char head[1024];
+        snprintf(head, sizeof(head),
+                 "POST /f%s%s HTTP/1.1\r\nHost: h\r\n%s%s%sContent-Length: %zu\r\n\r\n",
+                 q ? "?" : "", q ? q : "", ct ? "Content-Type: " : "", ct ? ct : "",
+                 ct ? "\r\n" : "", len);
+        parse_request(p, &cfg, head, body, len);
+}
+
+#define FORM "application/x-www-form-urlencoded"
+#define LIT(s) s, sizeof(s) - 1
+
+/* Q2: a form body read as the query is, '+' and %XX decoded, names decoded too. */
+START_TEST(form_decoding)
+{
+        struct parsed p;
+        parse_form(&p, FORM, "a=from-query",
+                   LIT("user=admin&password=correct+horse%20battery&empty=&x=%41%2b&na%6De=v"
+                       "&a=from-body&l=a=b&k=%e2%82%ac&=nameless"));
+        m0_req *req = &p.req;
+        ck_assert_str_eq(m0_req_form(req, "user"), "admin");
+        ck_assert_str_eq(m0_req_form(req, "password"), "correct horse battery");
+        ck_assert_str_eq(m0_req_form(req, "empty"), "");
+        ck_assert_str_eq(m0_req_form(req, "x"), "A+");
+        ck_assert_str_eq(m0_req_form(req, "name"), "v");
+        ck_assert_str_eq(m0_req_form(req, "l"), "a=b");
+        ck_assert_str_eq(m0_req_form(req, "k"), "\xe2\x82\xac");
+        ck_assert_str_eq(m0_req_form(req, ""), "nameless");
+        ck_assert_ptr_null(m0_req_form(req, "absent"));
+        ck_assert_ptr_null(m0_req_form(req, "USER"));
+        /* the query and the body are read apart, from the one index */
+        ck_assert_str_eq(m0_req_form(req, "a"), "from-body");
+        ck_assert_str_eq(m0_req_query(req, "a"), "from-query");
+        ck_assert_ptr_null(m0_req_query(req, "user"));
+        const char *u = m0_req_form(req, "user");
+        (void)m0_req_query(req, "zzz");
+        (void)m0_req_form(req, "zzz");
+        ck_assert_ptr_eq(m0_req_form(req, "user"), u);
+        /* the body is left as it was */
+        size_t n;
+        const char *body = m0_req_body(req, &n);
+        ck_assert_bytes(body, 22, "user=admin&password=co", 22);
+        parsed_free(&p);
+}
+END_TEST
+
+/* What a browser's form never sends reads as absent: a name twice, no '=', a malformed
+ * escape, a NUL (escaped or raw); the other fields are still read. */
+START_TEST(form_refusals)
+{
+        struct parsed p;
+        parse_form(&p, FORM, NULL,
+                   LIT("dup=1&dup=2&flag&ok=yes&pct=%zz&short=%4&end=100%&nul=a%00b&raw=a\0b"
+                       "&a%00b=hidden&&&last=z"));
+        m0_req *req = &p.req;
+        ck_assert_ptr_null(m0_req_form(req, "dup"));
+        ck_assert_ptr_null(m0_req_form(req, "flag"));
+        ck_assert_ptr_null(m0_req_form(req, "pct"));
+        ck_assert_ptr_null(m0_req_form(req, "short"));
+        ck_assert_ptr_null(m0_req_form(req, "end"));
+        ck_assert_ptr_null(m0_req_form(req, "nul"));
+        ck_assert_ptr_null(m0_req_form(req, "raw"));
+        ck_assert_ptr_null(m0_req_form(req, "a"));
+        ck_assert_str_eq(m0_req_form(req, "ok"), "yes");
+        ck_assert_str_eq(m0_req_form(req, "last"), "z");
+        parsed_free(&p);
+
+        /* a repeat after a bad first one is no second chance */
+        parse_form(&p, FORM, NULL, LIT("pw=%zz&pw=good"));
+        ck_assert_ptr_null(m0_req_form(&p.req, "pw"));
+        parsed_free(&p);
+
+        /* an empty body has no field */
+        parse_form(&p, FORM, NULL, "", 0);
+        ck_assert_ptr_null(m0_req_form(&p.req, "a"));
+        ck_assert_ptr_null(m0_req_form(&p.req, ""));
+        parsed_free(&p);
+}
+END_TEST
+
+/* Q2: only a form is read as one; without a Content-Type the body is taken for a form. */
+START_TEST(form_content_type)
+{
+        static const char *const yes[] = {FORM, "Application/X-WWW-Form-URLEncoded",
+                                          FORM "; charset=utf-8", FORM " ;charset=utf-8", NULL};
+        static const char *const no[] = {"text/plain",
+                                         "application/json",
+                                         FORM "x",
+                                         FORM " x",
+                                         "multipart/form-data; boundary=b",
+                                         "/",
+                                         ""};
+        struct parsed p;
+        for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+                parse_form(&p, yes[i], NULL, LIT("a=1"));
+                ck_assert_msg(m0_req_form(&p.req, "a") && !strcmp(m0_req_form(&p.req, "a"), "1"),
+                              "Content-Type %s", yes[i] ? yes[i] : "(none)");
+                parsed_free(&p);
+        }
+        for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
+                parse_form(&p, no[i], "a=q", LIT("a=1"));
+                ck_assert_msg(!m0_req_form(&p.req, "a"), "Content-Type %s", no[i]);
+                ck_assert_str_eq(m0_req_query(&p.req, "a"), "q");
+                parsed_free(&p);
+        }
+}
+END_TEST
+
+/* The index costs a bounded multiple of the body, whatever its shape, and an index past 64 KiB
+ * is not kept for the loop's next request. */
+START_TEST(form_index_bounds)
+{
+        static const char *const unit[] = {"&", "a&", "a=&", "%41=%42&"};
+        for (size_t u = 0; u < sizeof(unit) / sizeof(unit[0]); u++) {
+                size_t k = strlen(unit[u]), n = (1u << 20) / k * k;
+                char *body = malloc(n);
+                ck_assert_ptr_nonnull(body);
+                for (size_t i = 0; i < n; i += k)
+                        memcpy(body + i, unit[u], k);
+                struct parsed p;
+                parse_form(&p, FORM, NULL, body, n);
+                (void)m0_req_form(&p.req, "a");
+                ck_assert_msg(p.req.arena.cap <= 5 * n / 2,
+                              "%s: %zu bytes of index for %zu of body", unit[u], p.req.arena.cap,
+                              n);
+                size_t kept = p.req.arena.cap;
+                m0__req_end(&p.req);
+                ck_assert_uint_eq(p.req.arena.cap, kept > 64 * 1024 ? 0 : kept);
+                ck_assert(u == 0 || kept > 64 * 1024); /* only "&&&…" has a small index */
+                ck_assert(!p.req.scratch && !p.req.indexed);
+                parsed_free(&p);
+                free(body);
+        }
 }
 END_TEST
 
@@ -266,6 +374,10 @@ static Suite *request_suite(void)
         tcase_add_test(tc, query_encoded_nul);
         tcase_add_test(tc, query_int);
         tcase_add_test(tc, headers);
+        tcase_add_test(tc, form_decoding);
+        tcase_add_test(tc, form_refusals);
+        tcase_add_test(tc, form_content_type);
+        tcase_add_test(tc, form_index_bounds);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -1,0 +1,114 @@
+# SPDX-License-Identifier: MIT
+"""Cookies, forms and JSON through the real binary (SPEC Q1-Q3): host_check's /q/ routes read
+them with m0_req_cookie, m0_req_form and m0_req_json, set cookies with m0_res_cookie, answer
+with m0_res_json_value and publish with m0_publish_json; M0_JSON_MAX_DEPTH bounds a body."""
+
+import json
+
+from m0test import SSEReader, Server, check, eq, open_stream, run_app
+
+
+def _post(c, path, body, ct="application/json"):
+    return c.exchange("POST", path, [("Content-Type", ct)] if ct else [], body)
+
+
+def test_Q1_cookies_read_and_set():
+    with Server("host_check") as s:
+        s.wait_ready()
+        c = s.connect()
+        for header, name, value in (
+            ("a=b; sid=xyz; c=d", "sid", "xyz"),
+            ('sid="quoted"', "sid", "quoted"),
+            ("sid=first; sid=second", "sid", "first"),
+            ("sid=a,b; sid=ok", "sid", None),
+            ("x=1", "sid", None),
+            ("sid=caf\u00e9", "sid", None),
+        ):
+            r = c.exchange("GET", f"/q/cookie?name={name}", [("Cookie", header)])
+            eq(r.status, 200, f"{header!r}: status")
+            eq(json.loads(r.body), {"value": value}, f"{header!r}: the cookie read")
+            # two Set-Cookie fields on one answer, in the order they were set
+            eq(r.header_all("Set-Cookie"), ["a=1; HttpOnly; SameSite=Lax; Path=/",
+                                            "b=2; Max-Age=60"], "Set-Cookie fields")
+
+
+def test_Q2_form_fields():
+    form = "application/x-www-form-urlencoded"
+    body = b"user=admin&password=correct+horse%20battery&dup=1&dup=2&flag&bad=%zz&nul=a%00b"
+    with Server("host_check") as s:
+        s.wait_ready()
+        c = s.connect()
+        for field, ct, value in (
+            ("user", form, "admin"),
+            ("password", form, "correct horse battery"),
+            ("password", form + "; charset=UTF-8", "correct horse battery"),
+            ("password", None, "correct horse battery"),
+            ("dup", form, None),
+            ("flag", form, None),
+            ("bad", form, None),
+            ("nul", form, None),
+            ("absent", form, None),
+            ("user", "application/json", None),
+            ("user", "multipart/form-data; boundary=x", None),
+        ):
+            r = _post(c, f"/q/form?f={field}", body, ct)
+            eq((r.status, json.loads(r.body)), (200, {"value": value}), f"{field} as {ct}")
+        r = _post(c, "/q/form?f=user", b"", form)
+        eq(json.loads(r.body), {"value": None}, "an empty body")
+
+
+def test_Q3_json_in_and_out():
+    with Server("host_check", args=["--blocking-threads", "1"]) as s:
+        s.wait_ready()
+        c = s.connect()
+        for path in ("/q/json", "/q/json-pool"):
+            body = b' {"t": "caf\\u00e9 \xe2\x98\x83", "n": [1, 2.5, null, true], "o": {}} '
+            r = _post(c, path, body, "application/vnd.test+json; charset=utf-8")
+            eq(r.status, 200, f"{path}: status")
+            eq(r.header("Content-Type"), "application/json", f"{path}: Content-Type")
+            eq(r.body, '{"t":"caf\u00e9 \u2603","n":[1,2.5,null,true],"o":{}}'.encode(),
+               f"{path}: the body written back compact")
+            eq(r.header("x-thread"), "0" if path.endswith("pool") else "-1", f"{path}: thread")
+            r = _post(c, path, b'{"a":1,"a":2}')
+            eq((r.status, r.body), (400, b"400 Bad Request: the body is not valid JSON: "
+                                         b"duplicate object key at line 1, column 10\n"),
+               f"{path}: a repeated key")
+            # 64 levels pass, 65 do not
+            eq(_post(c, path, b"[" * 64 + b"]" * 64).status, 200, f"{path}: 64 levels")
+            r = _post(c, path, b"[" * 65 + b"]" * 65)
+            eq((r.status, r.body), (400, b"400 Bad Request: the body nests JSON deeper than 64 "
+                                         b"levels (M0_JSON_MAX_DEPTH)\n"), f"{path}: 65 levels")
+            eq(c.get("/health").status, 200, f"{path}: the connection goes on")
+
+
+def test_Q3_json_max_depth_knob():
+    with Server("host_check", env={"M0_JSON_MAX_DEPTH": "2"}) as s:
+        s.wait_ready()
+        c = s.connect()
+        eq(_post(c, "/q/json", b'{"a":[1]}').status, 200, "2 levels")
+        r = _post(c, "/q/json", b'{"a":[[1]]}')
+        eq((r.status, r.body), (400, b"400 Bad Request: the body nests JSON deeper than 2 "
+                                     b"levels (M0_JSON_MAX_DEPTH)\n"), "3 levels")
+    for bad in ("0", "2049", "x"):
+        rc, out, err = run_app("host_check", [], {"M0_JSON_MAX_DEPTH": bad})
+        eq(rc, 78, f"M0_JSON_MAX_DEPTH={bad}: exit status")
+        lines = [ln for ln in err.split("\n") if ln.startswith("m0: ")]
+        check(len(lines) == 1 and lines[0].startswith(f"m0: M0_JSON_MAX_DEPTH='{bad}' is not "),
+              f"M0_JSON_MAX_DEPTH={bad}: {err!r}")
+
+
+def test_Q3_publish_json():
+    with Server("host_check", env={"M0_HOSTCHECK_PERIOD_MS": "60000"}) as s:
+        s.wait_ready()
+        sc = s.connect()
+        eq(open_stream(sc, "/events").status, 200, "the stream")
+        rd = SSEReader(sc)
+        eq(rd.expect().comments, ["open"], "the stream's first block")
+        r = s.connect().get("/q/publish")
+        eq(r.status, 200, "publish")
+        got = json.loads(r.body)["id"]
+        while True:
+            f = rd.expect()
+            if f.event == "q":
+                break
+        eq((f.id_int, f.data), (got, ['{"from":"q/publish","n":[1,2]}']), "the event")
