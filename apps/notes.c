@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
 #include <jansson.h>
@@ -271,34 +270,6 @@ static void session_mac(const struct state *st, uint64_t generation, const char 
         crypto_auth(mac, (const unsigned char *)msg, (size_t)k + len, st->key);
 }
 
-/* The value of the first m0notes cookie of the request's Cookie fields; NULL when none. */
-static const char *find_cookie(const m0_req *req, size_t *ret_len)
-{
-        size_t n = m0_req_header_count(req);
-        for (size_t i = 0; i < n; i++) {
-                const char *name, *v;
-                if (m0_req_header_at(req, i, &name, &v) < 0 || strcasecmp(name, "cookie") != 0)
-                        continue;
-                while (*v) {
-                        v += strspn(v, " \t");
-                        size_t pair = strcspn(v, ";");
-                        size_t nl = sizeof(COOKIE) - 1;
-                        if (pair > nl && strncmp(v, COOKIE "=", nl + 1) == 0) {
-                                size_t len = pair - nl - 1;
-                                while (len > 0 &&
-                                       (v[nl + 1 + len - 1] == ' ' || v[nl + 1 + len - 1] == '\t'))
-                                        len--;
-                                *ret_len = len;
-                                return v + nl + 1;
-                        }
-                        v += pair;
-                        if (*v == ';')
-                                v++;
-                }
-        }
-        return NULL;
-}
-
 static bool lower_hex(const char *p, size_t n)
 {
         for (size_t i = 0; i < n; i++)
@@ -332,10 +303,11 @@ static bool take_number(const char *v, size_t len, size_t *pos, char stop, int64
  * time), an expiry in the future and no later than one session from now, and a nonce that is
  * not revoked. 1 and *ret, 0, or -errno when the database did not answer.
  */
-static int session_valid(struct state *st, const m0_req *req, struct session *ret)
+static int session_valid(struct state *st, m0_req *req, struct session *ret)
 {
-        size_t len, pos = 0;
-        const char *v = find_cookie(req, &len);
+        size_t pos = 0;
+        const char *v = m0_req_cookie(req, COOKIE);
+        size_t len = v ? strlen(v) : 0;
         int64_t uid, expiry;
         if (!v || !take_number(v, len, &pos, '.', &uid) ||
             !take_number(v, len, &pos, '.', &expiry) ||
@@ -403,53 +375,18 @@ static void hold_unsaved(const struct state *st, const struct session *s)
                        cap);
 }
 
+/* The session cookie: HttpOnly, SameSite=Strict, Path=/, Max-Age, and Secure when asked. A
+ * max_age of 0 clears it. */
 static int set_cookie(const struct state *st, m0_res *res, const char *value, long max_age)
 {
-        return m0_res_headerf(res, "Set-Cookie",
-                              "%s=%s; HttpOnly; SameSite=Strict; Path=/; Max-Age=%ld%s", COOKIE,
-                              value, max_age, st->cfg.secure ? "; Secure" : "");
-}
-
-/*
- * The field `name` of an application/x-www-form-urlencoded body, '+' and %XX decoded into out
- * (at least len + 1 bytes). -EINVAL: absent, given twice, without '=', a bad escape, or a NUL.
- */
-static int form_field(const char *body, size_t len, const char *name, char *out, size_t *ret_len)
-{
-        const size_t nl = strlen(name);
-        bool found = false;
-        size_t pos = 0;
-        while (pos < len) {
-                const char *amp = memchr(body + pos, '&', len - pos);
-                size_t end = amp ? (size_t)(amp - body) : len;
-                if (end - pos >= nl && memcmp(body + pos, name, nl) == 0 &&
-                    (end - pos == nl || body[pos + nl] == '=')) {
-                        if (found || end - pos == nl)
-                                return -EINVAL; /* twice, or without a value */
-                        found = true;
-                        size_t o = 0;
-                        for (size_t i = pos + nl + 1; i < end; i++) {
-                                char c = body[i];
-                                if (c == '+') {
-                                        c = ' ';
-                                } else if (c == '%') {
-                                        unsigned char b;
-                                        if (i + 2 >= end || sodium_hex2bin(&b, 1, body + i + 1, 2,
-                                                                           NULL, NULL, NULL) != 0)
-                                                return -EINVAL;
-                                        c = (char)b;
-                                        i += 2;
-                                }
-                                if (c == '\0')
-                                        return -EINVAL;
-                                out[o++] = c;
-                        }
-                        out[o] = '\0';
-                        *ret_len = o;
-                }
-                pos = end + 1;
-        }
-        return found ? 0 : -EINVAL;
+        const m0_cookie_attrs attrs = {
+                .max_age = max_age ? max_age : M0_COOKIE_DELETE,
+                .path = "/",
+                .secure = st->cfg.secure,
+                .http_only = true,
+                .same_site = M0_SAMESITE_STRICT,
+        };
+        return m0_res_cookie(res, COOKIE, value, &attrs);
 }
 
 /*
@@ -493,18 +430,15 @@ static int login(m0_req *req, m0_res *res, void *state)
         if (r < 0)
                 return r;
         size_t len;
-        const char *body = m0_req_body(req, &len);
+        (void)m0_req_body(req, &len);
         if (len > LOGIN_REQUEST_MAX)
                 return reply(res, 413, "{\"error\":\"the login body is at most 4096 bytes\"}\n");
-        char user[LOGIN_REQUEST_MAX + 1], pw[LOGIN_REQUEST_MAX + 1];
-        size_t ul, pl;
-        int64_t uid = 0;
-        bool form = form_field(body, len, "user", user, &ul) == 0 &&
-                    form_field(body, len, "password", pw, &pl) == 0;
-        int ok = form ? password_ok(st, user, ul, pw, pl, &uid) : 0;
-        sodium_memzero(pw, sizeof(pw));
-        if (!form)
+        /* Each field once, with '=', well-escaped and without a NUL, or no login (Q2). */
+        const char *user = m0_req_form(req, "user"), *pw = m0_req_form(req, "password");
+        if (!user || !pw)
                 return reply(res, 400, LOGIN_FORM);
+        int64_t uid = 0;
+        int ok = password_ok(st, user, strlen(user), pw, strlen(pw), &uid);
         if (ok < 0)
                 return read_failed(st, res);
         if (!ok) {
@@ -562,58 +496,50 @@ static int logout(m0_req *req, m0_res *res, void *state)
 
 /* ---- notes ---- */
 
-static int note_json(m0_res *res, int status, int64_t id, const char *title, const char *body,
-                     int64_t created, int64_t updated)
+/* `json` (taken) as the answer's body, a newline after it. */
+static int send_json(m0_res *res, int status, json_t *json)
 {
-        int r = m0_res_json(res, status, "{\"id\":%lld,\"title\":", (long long)id);
-        if (r == 0)
-                r = m0_res_json_string(res, title);
-        if (r == 0)
-                r = m0_res_write(res, ",\"body\":", 8);
-        if (r == 0)
-                r = m0_res_json_string(res, body);
-        if (r == 0)
-                r = m0_res_printf(res, ",\"created\":%lld,\"updated\":%lld}\n", (long long)created,
-                                  (long long)updated);
-        return r;
+        /* json_pack() fails on ENOMEM alone: every string came from jansson or the database,
+         * which holds only what jansson read. */
+        int r = json ? m0_res_json_value(res, status, json) : -ENOMEM;
+        json_decref(json);
+        return r == 0 ? m0_res_write(res, "\n", 1) : r;
+}
+
+static int note_json(m0_res *res, int status, int64_t id, const char *title, size_t tl,
+                     const char *body, size_t bl, int64_t created, int64_t updated)
+{
+        return send_json(res, status,
+                         json_pack("{s:I,s:s%,s:s%,s:I,s:I}", "id", (json_int_t)id, "title", title,
+                                   tl, "body", body, bl, "created", (json_int_t)created, "updated",
+                                   (json_int_t)updated));
 }
 
 static int list(struct state *st, int64_t uid, m0_res *res)
 {
         struct notes_note n;
-        int k = 0, r = m0_res_json(res, 200, "{\"notes\":[");
+        int k = 0;
+        json_t *notes = json_array();
         notes_db_list(st->db, uid);
-        for (bool first = true; r == 0 && (k = notes_db_list_next(st->db, &n)) == 1;
-             first = false) {
-                r = m0_res_printf(res, "%s{\"id\":%lld,\"title\":", first ? "" : ",",
-                                  (long long)n.id);
-                if (r == 0)
-                        r = m0_res_json_string(res, n.title);
-                if (r == 0)
-                        r = m0_res_printf(res, ",\"created\":%lld}", (long long)n.created);
+        while (notes && (k = notes_db_list_next(st->db, &n)) == 1) {
+                json_t *one = json_pack("{s:I,s:s%,s:I}", "id", (json_int_t)n.id, "title", n.title,
+                                        n.title_len, "created", (json_int_t)n.created);
+                if (json_array_append_new(notes, one) < 0) {
+                        k = -ENOMEM;
+                        break;
+                }
         }
         notes_db_release(st->db);
-        if (r < 0)
-                return r;
-        if (k < 0) {
-                /* Half a list is written: the host's own 500 replaces all of it. */
+        if (!notes || k < 0) {
+                json_decref(notes);
+                if (!notes || k == -ENOMEM)
+                        return -ENOMEM;
+                /* Half a list was read: the host's own 500 answers instead. */
                 m0_log(M0_LOG_ERR, "could not read %s/%s: %s", st->cfg.dir, NOTES_DB,
                        notes_db_error(st->db));
                 return k;
         }
-        return m0_res_write(res, "]}\n", 3);
-}
-
-/* Content-Type is application/json, with parameters or without. */
-static bool is_json(const m0_req *req)
-{
-        const char *ct = m0_req_header(req, "Content-Type");
-        static const char want[] = "application/json";
-        if (!ct || strncasecmp(ct, want, sizeof(want) - 1) != 0)
-                return false;
-        ct += sizeof(want) - 1;
-        ct += strspn(ct, " \t");
-        return *ct == '\0' || *ct == ';';
+        return send_json(res, 200, json_pack("{s:o}", "notes", notes));
 }
 
 /* An answer to a note body that is refused: its status, or the -errno writing it failed with. */
@@ -626,43 +552,40 @@ static int refused(m0_res *res, int status, const char *json)
 #define TOO_BIG "{\"error\":\"a title holds at most 200 bytes, a body at most 65536\"}\n"
 #define NOT_A_NOTE "{\"error\":\"the body must be {\\\"title\\\":string,\\\"body\\\":string}\"}\n"
 
-/* A note's body as jansson read it; `root` owns the strings. */
+/* A note's body as jansson read it; the request owns the strings. */
 struct note_in {
-        json_t *root;
         const char *title, *body;
         size_t tl, bl;
 };
 
 /*
  * The body of POST /notes and PUT /notes/:id: exactly {"title": string, "body": string} in
- * UTF-8, read by jansson, which refuses a repeated member (JSON_REJECT_DUPLICATES), anything
- * after the object, a raw control character, a bad escape, a lone surrogate and \u0000.
- * Returns 0 (the caller json_decref()s in->root), the status of the answer it wrote instead
- * (> 0), or -errno.
+ * UTF-8, read by m0_req_json(), which refuses a repeated member, anything after the object, a
+ * raw control character, a bad escape, a lone surrogate and \u0000. Returns 0, the status of
+ * the answer it wrote instead (> 0), or -errno.
  */
-static int read_note(const m0_req *req, m0_res *res, struct note_in *in)
+static int read_note(m0_req *req, m0_res *res, struct note_in *in)
 {
-        *in = (struct note_in){0};
-        if (!is_json(req))
-                return refused(res, 415, "{\"error\":\"the body must be application/json\"}\n");
         size_t len;
-        const char *body = m0_req_body(req, &len);
+        (void)m0_req_body(req, &len);
         if (len > NOTE_REQUEST_MAX)
                 return refused(res, 413, TOO_BIG);
-        json_error_t je;
-        json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+        json_t *root;
+        int r = m0_req_json(req, &root);
+        if (r == -EMEDIUMTYPE)
+                return refused(res, 415, "{\"error\":\"the body must be application/json\"}\n");
+        if (r == -EBADMSG)
+                return refused(res, 400, NOT_A_NOTE);
+        if (r < 0)
+                return r;
         const json_t *t = json_object_get(root, "title"), *b = json_object_get(root, "body");
         if (!json_is_object(root) || json_object_size(root) != 2 || !json_is_string(t) ||
-            !json_is_string(b)) {
-                json_decref(root);
+            !json_is_string(b))
                 return refused(res, 400, NOT_A_NOTE);
-        }
-        if (json_string_length(t) > NOTES_TITLE_MAX || json_string_length(b) > NOTES_BODY_MAX) {
-                json_decref(root);
+        if (json_string_length(t) > NOTES_TITLE_MAX || json_string_length(b) > NOTES_BODY_MAX)
                 return refused(res, 413, TOO_BIG);
-        }
-        *in = (struct note_in){root, json_string_value(t), json_string_value(b),
-                               json_string_length(t), json_string_length(b)};
+        *in = (struct note_in){json_string_value(t), json_string_value(b), json_string_length(t),
+                               json_string_length(b)};
         return 0;
 }
 
@@ -675,7 +598,7 @@ static int no_room(m0_res *res, atomic_ullong *count, const char *bound)
 #define NOTES_FULL "a note refused: M0_NOTES_MAX_NOTES reached"
 #define BYTES_FULL "a note refused: M0_NOTES_MAX_BYTES reached"
 
-static int create(struct state *st, int64_t uid, const m0_req *req, m0_res *res)
+static int create(struct state *st, int64_t uid, m0_req *req, m0_res *res)
 {
         struct note_in in;
         int r = read_note(req, res, &in);
@@ -691,8 +614,7 @@ static int create(struct state *st, int64_t uid, const m0_req *req, m0_res *res)
         else if (e < 0)
                 r = save_failed(st, res, "a note", e);
         else if ((r = m0_res_headerf(res, "Location", "/notes/%lld", (long long)id)) == 0)
-                r = note_json(res, 201, id, in.title, in.body, now, now);
-        json_decref(in.root);
+                r = note_json(res, 201, id, in.title, in.tl, in.body, in.bl, now, now);
         return r;
 }
 
@@ -724,7 +646,7 @@ static bool parse_id(const char *s, int64_t *ret)
         return take_number(s, len + 1, &pos, '\0', ret) && pos == len + 1;
 }
 
-static int replace(struct state *st, int64_t uid, int64_t id, const m0_req *req, m0_res *res)
+static int replace(struct state *st, int64_t uid, int64_t id, m0_req *req, m0_res *res)
 {
         struct note_in in;
         int r = read_note(req, res, &in);
@@ -740,8 +662,7 @@ static int replace(struct state *st, int64_t uid, int64_t id, const m0_req *req,
         else if (e < 0)
                 r = save_failed(st, res, "a note", e);
         else
-                r = note_json(res, 200, id, in.title, in.body, created, now);
-        json_decref(in.root);
+                r = note_json(res, 200, id, in.title, in.tl, in.body, in.bl, created, now);
         return r;
 }
 
@@ -771,7 +692,8 @@ static int notes_one(m0_req *req, m0_res *res, void *state)
                 return read_failed(st, res);
         const char *m = m0_req_method(req);
         if (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0) {
-                r = note_json(res, 200, n.id, n.title, n.body, n.created, n.updated);
+                r = note_json(res, 200, n.id, n.title, n.title_len, n.body, n.body_len, n.created,
+                              n.updated);
                 notes_db_release(st->db);
                 return r;
         }

@@ -391,7 +391,10 @@ def test_A4_forged_and_tampered_cookies_401():
             "MAC upper-cased": f"{uid}.{expiry}.{nonce}.{m.upper()}",
             "MAC cut short": f"{uid}.{expiry}.{nonce}.{m[:-2]}",
             "MAC made longer": f"{uid}.{expiry}.{nonce}.{m}00",
-            "quoted": f'"{good}"',
+            "an opening quote alone": f'"{good}',
+            "a closing quote alone": f'{good}"',
+            "a quote inside": f'{uid}.{expiry}."{nonce}".{m}',
+            "a space inside": f"{uid}.{expiry}. {nonce}.{m}",
             "leading zero in the uid": "0" + good,
             "leading zero in the expiry": f"{uid}.0{expiry}.{nonce}.{m}",
             "empty": "",
@@ -411,6 +414,9 @@ def test_A4_forged_and_tampered_cookies_401():
         # whole of the check, so Python's HMAC agreeing with libsodium's is tested here too.
         json_answer(call(c, "GET", "/notes", craft(k, now + 600)), 200, b'{"notes":[]}\n',
                     "crafted")
+        # Double quotes around a value are RFC 6265's and not part of it (m0_req_cookie, Q1):
+        # the quoted session is the same session.
+        eq(call(c, "GET", "/notes", f'"{good}"').status, 200, "the session in double quotes")
         # The first m0notes cookie is the one read; other cookies around it do not matter.
         r = call(c, "GET", "/notes", None, headers=[("Cookie", f"a=b; m0notes={good}; c=d")])
         eq(r.status, 200, "the session among other cookies")
@@ -604,8 +610,13 @@ def test_A4_malformed_bodies_400_and_415():
         r = call(c, "POST", "/notes", cookie, note_body("ok", "b"),
                  [("Content-Type", "Application/JSON; charset=utf-8")])
         eq(r.status, 201, "a Content-Type with a parameter")
+        # m0_req_json() takes the +json types as JSON (Q3)
+        r = call(c, "POST", "/notes", cookie, note_body("plus", "b"),
+                 [("Content-Type", "application/vnd.notes+json")])
+        eq(r.status, 201, "a +json Content-Type")
         notes = json.loads(call(c, "GET", "/notes", cookie).body)["notes"]
-        eq([(n["id"], n["title"]) for n in notes], [(1, "kept"), (2, "ok")], "notes afterwards")
+        eq([(n["id"], n["title"]) for n in notes], [(1, "kept"), (2, "ok"), (3, "plus")],
+           "notes afterwards")
 
 
 def test_A4_tampered_ids_404():
