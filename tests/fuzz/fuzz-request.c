@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* fuzz-request.c: libFuzzer harness over a connection's request path: bytes in, in random splits,
- * through a real loop and a real socket pair; the bytes out must be well-formed HTTP/1.1 answers. */
+ * through a real loop and a real socket pair; the bytes out must be well-formed HTTP/1.1 answers.
+ * Its routes read the query, headers, cookies (Q1), form bodies (Q2) and JSON bodies (Q3), and
+ * the host's own answers go through an error callback (Q4). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +48,66 @@ static int json(m0_req *req, m0_res *res, void *state)
         return r == 0 ? m0_res_printf(res, "}") : r;
 }
 
+/* /cookie: the cookies a request names, each read back and set again (Q1). */
+static int cookie(m0_req *req, m0_res *res, void *state)
+{
+        (void)state;
+        static const char *const names[] = {"a", "sid", "__Host-x", "", "a b"};
+        int r = 0;
+        for (size_t i = 0; r == 0 && i < sizeof(names) / sizeof(names[0]); i++) {
+                const char *v = m0_req_cookie(req, names[i]);
+                m0_cookie_attrs at = {.path = m0_req_query(req, "path"),
+                                      .domain = m0_req_query(req, "domain"),
+                                      .same_site = (m0_same_site)(i % 4),
+                                      .secure = i & 1,
+                                      .max_age = (int64_t)i - 1};
+                /* a refusal is the builder's answer to bad input, not a failure */
+                if (v && m0_res_cookie(res, names[i], v, &at) == -ENOMEM)
+                        r = -ENOMEM;
+        }
+        return r;
+}
+
+/* /form: the fields of a form body (Q2), and the query beside them. */
+static int form(m0_req *req, m0_res *res, void *state)
+{
+        (void)state;
+        static const char *const names[] = {"user", "password", "a", "", "x y"};
+        int r = 0;
+        for (size_t i = 0; r == 0 && i < sizeof(names) / sizeof(names[0]); i++) {
+                const char *f = m0_req_form(req, names[i]), *q = m0_req_query(req, names[i]);
+                r = m0_res_printf(res, "%zu %zu\n", f ? strlen(f) : 0, q ? strlen(q) : 0);
+        }
+        return r;
+}
+
+/* /jsonbody: the body through m0_req_json() and back out (Q3); its refusals passed on. */
+static int jsonbody(m0_req *req, m0_res *res, void *state)
+{
+        (void)state;
+        json_t *j, *again;
+        int r = m0_req_json(req, &j);
+        if (r < 0)
+                return r;
+        if (m0_req_json(req, &again) != 0 || again != j)
+                __builtin_trap(); /* the same value, owned by the request */
+        return m0_res_json_value(res, 200, j);
+}
+
+/* The host's own answers through a callback (Q4): JSON for even statuses, a failure (and so the
+ * built-in answer) for odd ones. */
+static int on_error(m0_req *req, m0_res *res, int status, const char *detail, void *state)
+{
+        (void)state;
+        if (status % 2)
+                return -EIO;
+        json_t *j =
+                json_pack("{s:i,s:s,s:b}", "status", status, "detail", detail, "req", req != NULL);
+        int r = j ? m0_res_json_value(res, status, j) : -ENOMEM;
+        json_decref(j);
+        return r;
+}
+
 static int events(m0_req *req, m0_res *res, void *state)
 {
         (void)req;
@@ -72,6 +134,9 @@ static const m0_route routes[] = {
         {NULL, "/echo", echo, 0},
         {"GET", "/json", json, M0_ROUTE_PREFIX},
         {"GET", "/events", events, 0},
+        {NULL, "/cookie", cookie, 0},
+        {NULL, "/form", form, 0},
+        {NULL, "/jsonbody", jsonbody, 0},
         /* T1-T3, Q6: captures both ways of the order rule, a bound and a type of their own */
         {"GET", "/t/:id", params, 0},
         {"GET", "/t/x", json, 0},
@@ -85,7 +150,7 @@ static const m0_route routes[] = {
 
 static const char *const origins[] = {"https://a.example", "http://localhost:8080", NULL};
 static const m0_cors cors = {.origins = origins, .credentials = 1, .expose_headers = "Location"};
-static const m0_app app = {.name = "fuzz", .routes = routes, .cors = &cors};
+static const m0_app app = {.name = "fuzz", .routes = routes, .cors = &cors, .error = on_error};
 static struct m0_host host;
 static struct m0_loop *loop;
 
