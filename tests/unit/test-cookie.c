@@ -3,7 +3,6 @@
  * Set-Cookie m0_res_cookie() builds or refuses. */
 #include <errno.h>
 
-#include "response.h"
 #include "unit-req.h"
 
 static struct m0_config cfg;
@@ -12,14 +11,12 @@ static struct m0_res res;
 static void setup(void)
 {
         unit_config(&cfg);
-        memset(&res, 0, sizeof(res));
-        m0__res_reset(&res);
+        unit_res_init(&res);
 }
 
 static void teardown(void)
 {
-        m0__buf_free(&res.head);
-        m0__buf_free(&res.body);
+        unit_res_free(&res);
 }
 
 /* A GET carrying the given header lines ("Cookie: a=b\r\n…"). */

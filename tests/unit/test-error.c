@@ -146,8 +146,7 @@ START_TEST(builtin_problem_json)
         ck_assert_buf_lit(res.body,
                           "{\"type\":\"about:blank\",\"title\":\"Bad Request\",\"status\":"
                           "400,\"detail\":\"bad \\\"\xef\xbf\xbd\\\" byte\\n\"}");
-        m0__buf_free(&res.head);
-        m0__buf_free(&res.body);
+        unit_res_free(&res);
 }
 END_TEST
 
@@ -318,16 +317,9 @@ static int run(struct parsed *p, struct m0_res *res, m0_handler_fn fn, const cha
 {
         parse_request(p, &cfg, head, body, strlen(body));
         route(p);
-        memset(res, 0, sizeof(*res));
-        m0__res_reset(res);
+        unit_res_init(res);
         m0__app_run(&app, fn, &p->req, res, &state_marker);
         return res->status;
-}
-
-static void res_free(struct m0_res *res)
-{
-        m0__buf_free(&res->head);
-        m0__buf_free(&res->body);
 }
 
 START_TEST(handler_errno_is_a_logged_500)
@@ -342,18 +334,18 @@ START_TEST(handler_errno_is_a_logged_500)
         ck_assert_buf_lit(res.head, "Content-Type: text/plain; charset=utf-8\r\n");
         ck_assert_buf_lit(res.body, "500 Internal Server Error\n");
         parsed_free(&p);
-        res_free(&res);
+        unit_res_free(&res);
         ck_assert_int_eq(run(&p, &res, h_fail, "DELETE /pre/x/y HTTP/1.1\r\nHost: h\r\n\r\n", ""),
                          500);
         parsed_free(&p);
-        res_free(&res);
+        unit_res_free(&res);
         ck_assert_int_eq(run(&p, &res, h_fail, "HEAD /fail HTTP/1.1\r\nHost: h\r\n\r\n", ""), 500);
         parsed_free(&p);
-        res_free(&res);
+        unit_res_free(&res);
         ck_assert_int_eq(run(&p, &res, h_fail, "GET /elsewhere HTTP/1.1\r\nHost: h\r\n\r\n", ""),
                          500);
         parsed_free(&p);
-        res_free(&res);
+        unit_res_free(&res);
         capture_end(log, sizeof(log));
         ck_assert_str_eq(log, "m0[app] loop 0: route /fail: GET /fail failed: Input/output error; "
                               "answered 500\n"
@@ -381,7 +373,7 @@ START_TEST(json_refusals_passed_on)
         ck_assert_buf_lit(res.body, "415 Unsupported Media Type: the body must be "
                                     "application/json or a +json type\n");
         parsed_free(&p);
-        res_free(&res);
+        unit_res_free(&res);
         ck_assert_int_eq(run(&p, &res, h_json,
                              "POST /j HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
                              "Content-Length: 3\r\n\r\n",
@@ -390,7 +382,7 @@ START_TEST(json_refusals_passed_on)
         ck_assert_buf_lit(res.body, "400 Bad Request: the body is not valid JSON: string or '}' "
                                     "expected at line 1, column 2\n");
         parsed_free(&p);
-        res_free(&res);
+        unit_res_free(&res);
 
         app.error = on_error;
         callback_mode = 0;
@@ -405,14 +397,14 @@ START_TEST(json_refusals_passed_on)
         ck_assert_str_eq(seen_detail, "the body must be application/json or a +json type");
         ck_assert_buf_lit(res.head, "X-App: yes\r\nContent-Type: application/json\r\n");
         parsed_free(&p);
-        res_free(&res);
+        unit_res_free(&res);
 
         /* the app answered the refusal itself: its answer stands */
         ck_assert_int_eq(run(&p, &res, h_json_own_answer,
                              "POST /j HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n\r\n", "x"),
                          422);
         parsed_free(&p);
-        res_free(&res);
+        unit_res_free(&res);
         capture_end(log, sizeof(log));
         ck_assert_str_eq(log, "");
 
@@ -421,12 +413,11 @@ START_TEST(json_refusals_passed_on)
                              "POST /j HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n\r\n", "x"),
                          500);
         parsed_free(&p);
-        res_free(&res);
+        unit_res_free(&res);
         /* a refusal ends with its handler: the same -errno from the next one is a 500 */
         parse_request(&p, &cfg, "POST /j HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n\r\n", "x", 1);
         route(&p);
-        memset(&res, 0, sizeof(res));
-        m0__res_reset(&res);
+        unit_res_init(&res);
         m0__app_run(&app, h_json_own_answer, &p.req, &res, NULL);
         ck_assert_int_eq(res.status, 422);
         ck_assert(!p.req.scratch && p.req.refusal.err == 0);
@@ -434,7 +425,7 @@ START_TEST(json_refusals_passed_on)
         m0__app_run(&app, h_emediumtype, &p.req, &res, NULL);
         ck_assert_int_eq(res.status, 500);
         parsed_free(&p);
-        res_free(&res);
+        unit_res_free(&res);
         capture_end(log, sizeof(log));
         ck_assert_str_eq(log, "m0[app] loop 0: route /j: POST /j failed: No space left on device; "
                               "answered 500\n"
@@ -576,7 +567,7 @@ START_TEST(journal_fields)
         app.routes = routes;
         ck_assert_int_eq(run(&p, &res, h_fail, "GET /fail HTTP/1.1\r\nHost: h\r\n\r\n", ""), 500);
         parsed_free(&p);
-        res_free(&res);
+        unit_res_free(&res);
         unsetenv("JOURNAL_STREAM");
         m0__log_init("app");
         ck_assert_int_eq(journal_n, 6);

@@ -5,7 +5,6 @@
 
 #include "bus.h"
 #include "json.h"
-#include "response.h"
 #include "unit-req.h"
 
 static struct m0_config cfg;
@@ -14,14 +13,12 @@ static struct m0_res res;
 static void setup(void)
 {
         unit_config(&cfg);
-        memset(&res, 0, sizeof(res));
-        m0__res_reset(&res);
+        unit_res_init(&res);
 }
 
 static void teardown(void)
 {
-        m0__buf_free(&res.head);
-        m0__buf_free(&res.body);
+        unit_res_free(&res);
 }
 
 /* A POST of `body` (len bytes) with Content-Type `ct` (NULL: none). */

@@ -7,6 +7,7 @@
 #include "config.h"
 #include "http.h"
 #include "request.h"
+#include "response.h"
 #include "unit.h"
 
 struct parsed {
@@ -56,6 +57,19 @@ static inline void parse_request(struct parsed *p, const struct m0_config *cfg, 
         p->req.loop = 0;
         p->req.thread = -1;
         p->req.json_max_depth = cfg->json_max_depth;
+}
+
+/* An empty response, as a handler gets it; and its end. */
+static inline void unit_res_init(struct m0_res *res)
+{
+        memset(res, 0, sizeof(*res));
+        m0__res_reset(res);
+}
+
+static inline void unit_res_free(struct m0_res *res)
+{
+        m0__buf_free(&res->head);
+        m0__buf_free(&res->body);
 }
 
 static inline void parse_head(struct parsed *p, const struct m0_config *cfg, const char *head)
