@@ -281,8 +281,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         m0__conn_close(c);
         while ((c = M0__LIST_FIRST(&loop->streams, struct m0_conn, slink)))
                 m0__conn_close(c);
-        while ((c = M0__LIST_FIRST(&loop->runq, struct m0_conn, qlink)))
-                m0__conn_close(c);
+        /* the run queue holds the loop's sources too (D85): only the connections are closed */
+        for (struct m0_link *q = loop->runq.head, *next; q; q = next) {
+                struct m0_task *t = M0__CONTAINER_OF(q, struct m0_task, link);
+                next = q->next;
+                if (t->kind == M0_TASK_CONN)
+                        m0__conn_close(M0__CONTAINER_OF(t, struct m0_conn, task));
+        }
         m0__conn_reap(loop);
         if (atomic_load(&loop->load) != 0)
                 __builtin_trap(); /* a connection the loop lost track of */
