@@ -1,0 +1,503 @@
+/* SPDX-License-Identifier: MIT */
+/* todo: a JSON todo list in SQLite, each change published to /events (SPEC A7). doc/tutorial.md
+ * builds it step by step; it is the example to copy. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <sqlite3.h>
+
+#include <m0.h>
+
+#include "common.h"
+
+#define TITLE_MAX 200 /* characters: the contract's bound on a title */
+
+/* The largest body a write takes: the longest title with every character written as a
+ * surrogate pair of \u escapes (12 bytes each) fits, with room for "done" and spaces. */
+#define BODY_MAX 4096
+
+#define MAX_ORIGINS 16
+
+/*
+ * The schema, made by the first connection. AUTOINCREMENT: an id is never given twice, so a
+ * deleted todo's URL stays 404 after new ones are made (D90). WAL lets readers on other threads
+ * run beside a writer; synchronous=FULL makes COMMIT fsync the log, so an answered write is on
+ * disk, not only in the kernel's cache (D89).
+ */
+static const char setup_sql[] = "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;"
+                                "CREATE TABLE IF NOT EXISTS todos ("
+                                " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+                                " title TEXT NOT NULL,"
+                                " done INTEGER NOT NULL DEFAULT 0);";
+
+enum { Q_LIST, Q_GET, Q_CREATE, Q_UPDATE, Q_DELETE, Q_COUNT, Q_N };
+
+/* Every write returns the row it wrote: the answer and the event are the todo as stored. */
+static const char *const query_sql[Q_N] = {
+        [Q_LIST] = "SELECT id, title, done FROM todos ORDER BY id",
+        [Q_GET] = "SELECT id, title, done FROM todos WHERE id = ?1",
+        [Q_CREATE] = "INSERT INTO todos(title, done) VALUES (?1, ?2) RETURNING id, title, done",
+        [Q_UPDATE] = "UPDATE todos SET title = coalesce(?2, title), done = coalesce(?3, done)"
+                     " WHERE id = ?1 RETURNING id, title, done",
+        [Q_DELETE] = "DELETE FROM todos WHERE id = ?1 RETURNING id, title, done",
+        [Q_COUNT] = "SELECT count(*), coalesce(max(id), 0) FROM todos",
+};
+
+/* One handler state: a connection of its own, used by the one thread it was made for. */
+struct todo {
+        sqlite3 *db;
+        sqlite3_stmt *q[Q_N];
+};
+
+/* Read by check() on the coordinator before any handler exists; read-only after. */
+static char db_path[4096];
+static long busy_ms, heartbeat_ms;
+
+/* M0_TODO_ORIGINS, split by main() before the host starts; check() refuses too many. */
+static char origins_text[4096];
+static const char *origins[MAX_ORIGINS + 1];
+static int origins_over;
+static m0_cors cors = {.origins = origins, .expose_headers = "Location"};
+
+/* ---- the database ---- */
+
+static void todo_free(void *state)
+{
+        struct todo *t = state;
+        if (!t)
+                return;
+        for (int i = 0; i < Q_N; i++)
+                sqlite3_finalize(t->q[i]);
+        sqlite3_close(t->db);
+        free(t);
+}
+
+/* Every thread's `make`: a connection in WAL mode with a busy timeout, its statements prepared.
+ * The first to run creates the table; the others wait their turn on its write lock. */
+static int make(const m0_handler_info *info, void **ret_state, char *err, size_t err_len)
+{
+        struct todo *t = calloc(1, sizeof(*t));
+        if (!t)
+                return -ENOMEM;
+        int rc = sqlite3_open_v2(db_path, &t->db,
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                                 NULL);
+        if (rc == SQLITE_OK) {
+                sqlite3_busy_timeout(t->db, (int)busy_ms);
+                rc = sqlite3_exec(t->db, setup_sql, NULL, NULL, NULL);
+        }
+        for (int i = 0; rc == SQLITE_OK && i < Q_N; i++)
+                rc = sqlite3_prepare_v3(t->db, query_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+                                        &t->q[i], NULL);
+        if (rc != SQLITE_OK) {
+                snprintf(err, err_len, "cannot open %s: %s (M0_TODO_DB names the file)", db_path,
+                         t->db ? sqlite3_errmsg(t->db) : sqlite3_errstr(rc));
+                todo_free(t);
+                return -EIO;
+        }
+        if (info->kind == M0_THREAD_LOOP && info->loop == 0)
+                m0_log(M0_LOG_NOTICE, "todos in %s", db_path);
+        *ret_state = t;
+        return 0;
+}
+
+/* Statement `q`, reset and unbound. */
+static sqlite3_stmt *stmt(struct todo *t, int q)
+{
+        sqlite3_reset(t->q[q]);
+        sqlite3_clear_bindings(t->q[q]);
+        return t->q[q];
+}
+
+static int db_errno(int rc)
+{
+        switch (rc & 0xff) {
+        case SQLITE_BUSY: return -EBUSY;
+        case SQLITE_FULL: return -ENOSPC;
+        case SQLITE_NOMEM: return -ENOMEM;
+        default: return -EIO;
+        }
+}
+
+static json_t *todo_json(sqlite3_stmt *s)
+{
+        return json_pack("{s:I,s:s,s:b}", "id", (json_int_t)sqlite3_column_int64(s, 0), "title",
+                         (const char *)sqlite3_column_text(s, 1), "done", sqlite3_column_int(s, 2));
+}
+
+/* Run `s`: its row as a todo in *ret (NULL when it matched none). It is stepped to its end
+ * before this returns, which is where a write commits. */
+static int one(sqlite3_stmt *s, json_t **ret)
+{
+        json_t *j = NULL;
+        int rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW) {
+                j = todo_json(s);
+                rc = j ? sqlite3_step(s) : SQLITE_NOMEM;
+        }
+        sqlite3_reset(s);
+        if (rc != SQLITE_DONE) {
+                json_decref(j);
+                return db_errno(rc);
+        }
+        *ret = j;
+        return 0;
+}
+
+/* ---- answers ---- */
+
+/* RFC 9457, as the host writes its own answers under M0_APP_ERRORS_JSON. */
+static int problem(m0_res *res, int status, const char *title, const char *detail)
+{
+        json_t *p = json_pack("{s:s,s:s,s:i,s:s}", "type", "about:blank", "title", title, "status",
+                              status, "detail", detail);
+        char *text = p ? json_dumps(p, JSON_COMPACT) : NULL;
+        int r = text ? m0_res_status(res, status) : -ENOMEM;
+        if (r == 0)
+                r = m0_res_header(res, "Content-Type", "application/problem+json");
+        if (r == 0)
+                r = m0_res_write(res, text, strlen(text));
+        free(text);
+        json_decref(p);
+        return r;
+}
+
+static int not_found(m0_res *res)
+{
+        return problem(res, 404, "Not Found", "no todo has this id");
+}
+
+static int invalid(m0_res *res, const char *detail)
+{
+        return problem(res, 422, "Unprocessable Content", detail);
+}
+
+/* The todo as the answer's body; `j` is released. */
+static int send_todo(m0_req *req, m0_res *res, int status, json_t *j)
+{
+        char *text = json_dumps(j, JSON_COMPACT);
+        int r = text ? app_where(req, res) : -ENOMEM;
+        if (r == 0)
+                r = m0_res_json(res, status, "%s", text);
+        free(text);
+        json_decref(j);
+        return r;
+}
+
+/* Tell every stream. The write is committed whatever happens here, so a failure is logged,
+ * not answered: the client would send it again. */
+static void publish(const char *event, const json_t *todo)
+{
+        char *text = json_dumps(todo, JSON_COMPACT);
+        int64_t id = text ? m0_publish(event, text, -1) : -ENOMEM;
+        if (id < 0)
+                m0_log(M0_LOG_WARNING, "todo: the %s event was not published: %s", event,
+                       strerror((int)-id));
+        free(text);
+}
+
+/* ---- requests ---- */
+
+/* The :id capture as a row id; 0 (no row) for anything but a positive decimal. */
+static int64_t todo_id(m0_req *req)
+{
+        const char *s = m0_req_param(req, "id");
+        char *end;
+        if (!s || *s < '1' || *s > '9')
+                return 0;
+        errno = 0;
+        long long id = strtoll(s, &end, 10);
+        return *end || errno ? 0 : id;
+}
+
+/* A change to a todo, as a body asks for it. */
+struct change {
+        json_t *body;
+        const char *title; /* NULL: unchanged */
+        int done;          /* -1: unchanged */
+};
+
+/* Read the body into `c`: 0, or 1 with the answer made (400, 422), or -errno. A new todo needs
+ * a title, a change something to change. A title is counted in characters: jansson has checked
+ * that it is UTF-8. */
+static int change_read(m0_req *req, m0_res *res, struct change *c, int creating)
+{
+        size_t n;
+        const void *b = m0_req_body(req, &n);
+        json_error_t e;
+        *c = (struct change){.done = -1};
+        if (!(c->body = json_loadb(b, n, JSON_REJECT_DUPLICATES, &e))) {
+                char detail[300];
+                snprintf(detail, sizeof(detail), "%s at line %d, column %d", e.text, e.line,
+                         e.column);
+                int r = problem(res, 400, "Bad Request", detail);
+                return r < 0 ? r : 1;
+        }
+        json_t *title = json_object_get(c->body, "title"), *done = json_object_get(c->body, "done");
+        const char *why = NULL;
+        if (!json_is_object(c->body))
+                why = "the body must be a JSON object";
+        else if (json_object_size(c->body) != (size_t)(!!title + !!done))
+                why = "a todo has only a title and done";
+        else if (creating && !title)
+                why = "title is required";
+        else if (!title && !done)
+                why = "nothing to change: give a title, done, or both";
+        else if (title && !json_is_string(title))
+                why = "title must be a string";
+        else if (done && !json_is_boolean(done))
+                why = "done must be true or false";
+        if (!why && title) {
+                size_t chars = 0;
+                for (const char *p = json_string_value(title); *p; p++)
+                        chars += ((unsigned char)*p & 0xc0) != 0x80;
+                if (chars < 1 || chars > TITLE_MAX)
+                        why = "title must be 1 to 200 characters";
+                c->title = json_string_value(title);
+        }
+        c->done = done ? json_is_true(done) : -1;
+        if (!why)
+                return 0;
+        int r = invalid(res, why);
+        return r < 0 ? r : 1;
+}
+
+static int list(m0_req *req, m0_res *res, void *state)
+{
+        sqlite3_stmt *s = stmt(state, Q_LIST);
+        json_t *all = json_array();
+        int rc = all ? SQLITE_ROW : SQLITE_NOMEM;
+        while (rc == SQLITE_ROW && (rc = sqlite3_step(s)) == SQLITE_ROW)
+                if (json_array_append_new(all, todo_json(s)) < 0)
+                        rc = SQLITE_NOMEM;
+        sqlite3_reset(s);
+        if (rc != SQLITE_DONE) {
+                json_decref(all);
+                return db_errno(rc);
+        }
+        return send_todo(req, res, 200, all);
+}
+
+static int get(m0_req *req, m0_res *res, void *state)
+{
+        sqlite3_stmt *s = stmt(state, Q_GET);
+        json_t *j = NULL;
+        sqlite3_bind_int64(s, 1, todo_id(req));
+        int r = one(s, &j);
+        if (r < 0)
+                return r;
+        return j ? send_todo(req, res, 200, j) : not_found(res);
+}
+
+static int create(m0_req *req, m0_res *res, void *state)
+{
+        struct change c;
+        json_t *j = NULL;
+        int r = change_read(req, res, &c, 1);
+        if (r == 0) {
+                sqlite3_stmt *s = stmt(state, Q_CREATE);
+                sqlite3_bind_text(s, 1, c.title, -1, SQLITE_STATIC);
+                sqlite3_bind_int(s, 2, c.done == 1);
+                r = one(s, &j);
+        }
+        json_decref(c.body);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        publish("created", j);
+        r = m0_res_headerf(res, "Location", "/todos/%lld",
+                           (long long)json_integer_value(json_object_get(j, "id")));
+        return r < 0 ? r : send_todo(req, res, 201, j);
+}
+
+static int update(m0_req *req, m0_res *res, void *state)
+{
+        struct change c;
+        json_t *j = NULL;
+        int r = change_read(req, res, &c, 0);
+        if (r == 0) {
+                sqlite3_stmt *s = stmt(state, Q_UPDATE);
+                sqlite3_bind_int64(s, 1, todo_id(req));
+                if (c.title)
+                        sqlite3_bind_text(s, 2, c.title, -1, SQLITE_STATIC);
+                if (c.done >= 0)
+                        sqlite3_bind_int(s, 3, c.done);
+                r = one(s, &j);
+        }
+        json_decref(c.body);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        if (!j)
+                return not_found(res);
+        publish("updated", j);
+        return send_todo(req, res, 200, j);
+}
+
+static int delete (m0_req *req, m0_res *res, void *state)
+{
+        sqlite3_stmt *s = stmt(state, Q_DELETE);
+        json_t *j = NULL;
+        sqlite3_bind_int64(s, 1, todo_id(req));
+        int r = one(s, &j);
+        if (r < 0)
+                return r;
+        if (!j)
+                return not_found(res);
+        publish("deleted", j);
+        json_decref(j);
+        r = app_where(req, res);
+        return r < 0 ? r : m0_res_status(res, 204);
+}
+
+/* The list as CSV (RFC 4180): every title quoted, its quotes doubled. A blocking route: on the
+ * pool when there is one, since a long list is a long answer to build. */
+static int export(m0_req *req, m0_res *res, void *state)
+{
+        sqlite3_stmt *s = stmt(state, Q_LIST);
+        int r = app_where(req, res), rc = SQLITE_ROW;
+        if (r == 0)
+                r = m0_res_header(res, "Content-Type", "text/csv; charset=utf-8");
+        if (r == 0)
+                r = m0_res_printf(res, "id,title,done\r\n");
+        while (r == 0 && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+                const char *t = (const char *)sqlite3_column_text(s, 1);
+                r = m0_res_printf(res, "%lld,\"", (long long)sqlite3_column_int64(s, 0));
+                for (const char *q; r == 0 && (q = strchr(t, '"')); t = q + 1)
+                        if ((r = m0_res_write(res, t, (size_t)(q - t + 1))) == 0)
+                                r = m0_res_write(res, "\"", 1);
+                if (r == 0)
+                        r = m0_res_printf(res, "%s\",%s\r\n", t,
+                                          sqlite3_column_int(s, 2) ? "true" : "false");
+        }
+        sqlite3_reset(s);
+        return r < 0 ? r : rc == SQLITE_DONE ? 0 : db_errno(rc);
+}
+
+static int events(m0_req *req, m0_res *res, void *state)
+{
+        (void)state;
+        int r = app_where(req, res);
+        return r < 0 ? r : m0_res_stream(res);
+}
+
+/* The producer's heartbeat: how many todos there are and the newest id, from its own
+ * connection, every M0_TODO_HEARTBEAT_MS. */
+static int64_t heartbeat(void *state)
+{
+        sqlite3_stmt *s = stmt(state, Q_COUNT);
+        int rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW) {
+                char data[64];
+                snprintf(data, sizeof(data), "{\"todos\":%lld,\"last_id\":%lld}",
+                         (long long)sqlite3_column_int64(s, 0),
+                         (long long)sqlite3_column_int64(s, 1));
+                (void)m0_publish("heartbeat", data, -1);
+        }
+        sqlite3_reset(s);
+        return rc == SQLITE_ROW ? heartbeat_ms : db_errno(rc);
+}
+
+/* ---- configuration ---- */
+
+static int refuse(char *fix, size_t xlen, const char *how)
+{
+        snprintf(fix, xlen, "%s", how);
+        return -EINVAL;
+}
+
+/* M0_TODO_DB, else STATE_DIRECTORY's first directory, else the current directory. */
+static int db_path_read(char *finding, size_t flen, char *fix, size_t xlen)
+{
+        const char *file = getenv("M0_TODO_DB"), *dir = getenv("STATE_DIRECTORY");
+        char cwd[2048];
+        size_t n;
+        if (file && *file)
+                n = (size_t)snprintf(db_path, sizeof(db_path), "%s", file);
+        else if (dir && *dir)
+                n = (size_t)snprintf(db_path, sizeof(db_path), "%.*s/todo.db",
+                                     (int)strcspn(dir, ":"), dir);
+        else
+                n = (size_t)snprintf(db_path, sizeof(db_path), "%s/todo.db",
+                                     getcwd(cwd, sizeof(cwd)) ? cwd : ".");
+        if (n < sizeof(db_path))
+                return 0;
+        snprintf(finding, flen, "the database's path is longer than %zu bytes", sizeof(db_path));
+        return refuse(fix, xlen, "set M0_TODO_DB to a shorter path");
+}
+
+/* Runs on the coordinator before any handler exists, for serving and --doctor alike. */
+static int check(char *finding, size_t flen, char *fix, size_t xlen)
+{
+        busy_ms = app_env_long("M0_TODO_BUSY_MS", 5000, -1);
+        heartbeat_ms = app_env_long("M0_TODO_HEARTBEAT_MS", 15000, -1);
+        if (busy_ms < 1 || busy_ms > 60000) {
+                snprintf(finding, flen, "M0_TODO_BUSY_MS='%s' is not 1 to 60000 milliseconds",
+                         getenv("M0_TODO_BUSY_MS"));
+                return refuse(fix, xlen, "set M0_TODO_BUSY_MS to 1..60000, or unset it (5000)");
+        }
+        if (heartbeat_ms < 100 || heartbeat_ms > 3600000) {
+                snprintf(finding, flen,
+                         "M0_TODO_HEARTBEAT_MS='%s' is not 100 to 3600000 milliseconds",
+                         getenv("M0_TODO_HEARTBEAT_MS"));
+                return refuse(fix, xlen,
+                              "set M0_TODO_HEARTBEAT_MS to 100..3600000, or unset it (15000)");
+        }
+        if (origins_over) {
+                snprintf(finding, flen,
+                         "M0_TODO_ORIGINS names more than %d origins, or more "
+                         "than %zu bytes of them",
+                         MAX_ORIGINS, sizeof(origins_text) - 1);
+                return refuse(fix, xlen, "list fewer origins in M0_TODO_ORIGINS");
+        }
+        int e = db_path_read(finding, flen, fix, xlen);
+        if (e == 0)
+                snprintf(finding, flen, "todos in %s", db_path);
+        return e;
+}
+
+/* M0_TODO_ORIGINS: origins a browser may call from, separated by commas or spaces. */
+static const m0_cors *cors_read(void)
+{
+        const char *v = getenv("M0_TODO_ORIGINS");
+        size_t n = 0;
+        if (!v || !*v)
+                return NULL;
+        if (strlen(v) >= sizeof(origins_text))
+                origins_over = 1;
+        snprintf(origins_text, sizeof(origins_text), "%s", v);
+        char *save;
+        for (char *o = strtok_r(origins_text, ", ", &save); o; o = strtok_r(NULL, ", ", &save))
+                if (n < MAX_ORIGINS)
+                        origins[n++] = o;
+                else
+                        origins_over = 1;
+        return n ? &cors : NULL;
+}
+
+static const m0_route routes[] = {
+        {"GET", "/todos", list, 0},
+        {"POST", "/todos", create, M0_ROUTE_BLOCKING, BODY_MAX, "application/json"},
+        {"GET", "/todos/export", export, M0_ROUTE_BLOCKING},
+        {"GET", "/todos/:id", get, 0},
+        {"PATCH", "/todos/:id", update, M0_ROUTE_BLOCKING, BODY_MAX, "application/json"},
+        {"DELETE", "/todos/:id", delete, M0_ROUTE_BLOCKING},
+        {"GET", "/events", events, 0},
+        {0},
+};
+
+int main(int argc, char **argv)
+{
+        static m0_app app = {
+                .name = "todo",
+                .make = make,
+                .free = todo_free,
+                .routes = routes,
+                .step = heartbeat,
+                .check = check,
+        };
+        app.cors = cors_read();
+        return m0_main(&app, argc, argv);
+}
