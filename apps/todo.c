@@ -2,6 +2,7 @@
 /* todo: a JSON todo list in SQLite, each change published to /events (SPEC A7). doc/tutorial.md
  * builds it step by step; it is the example to copy. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,13 +77,20 @@ static void todo_free(void *state)
         free(t);
 }
 
-/* Every thread's `make`: a connection in WAL mode with a busy timeout, its statements prepared.
- * The first to run creates the table; the others wait their turn on its write lock. */
+/*
+ * Every thread's `make`: a connection in WAL mode with a busy timeout, its statements prepared.
+ * The makes of a start run at once and open the file one at a time: on a new file the first
+ * one's switch to WAL and CREATE TABLE meet the others' locks, which SQLite may answer with
+ * SQLITE_BUSY at once rather than wait (a lock upgrade that waited could deadlock).
+ */
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static int make(const m0_handler_info *info, void **ret_state, char *err, size_t err_len)
 {
         struct todo *t = calloc(1, sizeof(*t));
         if (!t)
                 return -ENOMEM;
+        pthread_mutex_lock(&open_lock);
         int rc = sqlite3_open_v2(db_path, &t->db,
                                  SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                                  NULL);
@@ -93,6 +101,7 @@ static int make(const m0_handler_info *info, void **ret_state, char *err, size_t
         for (int i = 0; rc == SQLITE_OK && i < Q_N; i++)
                 rc = sqlite3_prepare_v3(t->db, query_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
                                         &t->q[i], NULL);
+        pthread_mutex_unlock(&open_lock);
         if (rc != SQLITE_OK) {
                 snprintf(err, err_len, "cannot open %s: %s (M0_TODO_DB names the file)", db_path,
                          t->db ? sqlite3_errmsg(t->db) : sqlite3_errstr(rc));
@@ -266,7 +275,7 @@ static int change_read(m0_req *req, m0_res *res, struct change *c, int creating)
         return r < 0 ? r : 1;
 }
 
-static int list(m0_req *req, m0_res *res, void *state)
+static int list_todos(m0_req *req, m0_res *res, void *state)
 {
         sqlite3_stmt *s = stmt(state, Q_LIST);
         json_t *all = json_array();
@@ -282,18 +291,24 @@ static int list(m0_req *req, m0_res *res, void *state)
         return send_todo(req, res, 200, all);
 }
 
-static int get(m0_req *req, m0_res *res, void *state)
+/* Run statement `q` on the request's :id: the todo in *ret, NULL when there is none. */
+static int on_id(void *state, int q, m0_req *req, json_t **ret)
 {
-        sqlite3_stmt *s = stmt(state, Q_GET);
-        json_t *j = NULL;
+        sqlite3_stmt *s = stmt(state, q);
         sqlite3_bind_int64(s, 1, todo_id(req));
-        int r = one(s, &j);
+        return one(s, ret);
+}
+
+static int get_todo(m0_req *req, m0_res *res, void *state)
+{
+        json_t *j = NULL;
+        int r = on_id(state, Q_GET, req, &j);
         if (r < 0)
                 return r;
         return j ? send_todo(req, res, 200, j) : not_found(res);
 }
 
-static int create(m0_req *req, m0_res *res, void *state)
+static int create_todo(m0_req *req, m0_res *res, void *state)
 {
         struct change c;
         json_t *j = NULL;
@@ -313,7 +328,7 @@ static int create(m0_req *req, m0_res *res, void *state)
         return r < 0 ? r : send_todo(req, res, 201, j);
 }
 
-static int update(m0_req *req, m0_res *res, void *state)
+static int update_todo(m0_req *req, m0_res *res, void *state)
 {
         struct change c;
         json_t *j = NULL;
@@ -336,12 +351,10 @@ static int update(m0_req *req, m0_res *res, void *state)
         return send_todo(req, res, 200, j);
 }
 
-static int delete (m0_req *req, m0_res *res, void *state)
+static int delete_todo(m0_req *req, m0_res *res, void *state)
 {
-        sqlite3_stmt *s = stmt(state, Q_DELETE);
         json_t *j = NULL;
-        sqlite3_bind_int64(s, 1, todo_id(req));
-        int r = one(s, &j);
+        int r = on_id(state, Q_DELETE, req, &j);
         if (r < 0)
                 return r;
         if (!j)
@@ -354,7 +367,7 @@ static int delete (m0_req *req, m0_res *res, void *state)
 
 /* The list as CSV (RFC 4180): every title quoted, its quotes doubled. A blocking route: on the
  * pool when there is one, since a long list is a long answer to build. */
-static int export(m0_req *req, m0_res *res, void *state)
+static int export_csv(m0_req *req, m0_res *res, void *state)
 {
         sqlite3_stmt *s = stmt(state, Q_LIST);
         int r = app_where(req, res), rc = SQLITE_ROW;
@@ -478,12 +491,12 @@ static const m0_cors *cors_read(void)
 }
 
 static const m0_route routes[] = {
-        {"GET", "/todos", list, 0},
-        {"POST", "/todos", create, M0_ROUTE_BLOCKING, BODY_MAX, "application/json"},
-        {"GET", "/todos/export", export, M0_ROUTE_BLOCKING},
-        {"GET", "/todos/:id", get, 0},
-        {"PATCH", "/todos/:id", update, M0_ROUTE_BLOCKING, BODY_MAX, "application/json"},
-        {"DELETE", "/todos/:id", delete, M0_ROUTE_BLOCKING},
+        {"GET", "/todos", list_todos, 0},
+        {"POST", "/todos", create_todo, M0_ROUTE_BLOCKING, BODY_MAX, "application/json"},
+        {"GET", "/todos/export", export_csv, M0_ROUTE_BLOCKING},
+        {"GET", "/todos/:id", get_todo, 0},
+        {"PATCH", "/todos/:id", update_todo, M0_ROUTE_BLOCKING, BODY_MAX, "application/json"},
+        {"DELETE", "/todos/:id", delete_todo, M0_ROUTE_BLOCKING},
         {"GET", "/events", events, 0},
         {0},
 };
