@@ -60,6 +60,15 @@ def install(root):
             "PATH": os.environ["PATH"]}, libdir
 
 
+def build_flags():
+    """The build's own CFLAGS and LDFLAGS (a sanitizer's, in a sanitizer build), which a
+    program linked against its libm0 needs too; "" for a plain build's -O2 -g."""
+    with open(os.path.join(build_dir(), "Makefile"), encoding="utf-8") as f:
+        text = f.read()
+    flags = [m.group(1) for m in re.finditer(r"^(?:CFLAGS|LDFLAGS) = (.*)$", text, re.M)]
+    return " ".join(flags) if "-fsanitize" in " ".join(flags) else ""
+
+
 def test_A7_tutorial_programs_build_and_answer():
     with tempfile.TemporaryDirectory(prefix="m0tutorial-") as tmp:
         env, libdir = install(os.path.join(tmp, "root"))
@@ -77,7 +86,8 @@ def test_A7_tutorial_programs_build_and_answer():
             if lang == "sh":
                 for cmd, _ in commands(text):
                     if cmd.startswith("cc "):
-                        out = subprocess.run(["bash", "-c", cmd], cwd=work, env=env,
+                        out = subprocess.run(["bash", "-c", f"cc {build_flags()} {cmd[3:]}"],
+                                             cwd=work, env=env,
                                              capture_output=True, text=True, timeout=120)
                         eq((out.returncode, out.stderr[-2000:]), (0, ""), f"`{cmd}`")
                         built.append(cmd)
