@@ -41,7 +41,8 @@ enum { Q_LIST, Q_GET, Q_CREATE, Q_UPDATE, Q_DELETE, Q_COUNT, Q_N };
 static const char *const query_sql[Q_N] = {
         [Q_LIST] = "SELECT id, title, done FROM todos ORDER BY id",
         [Q_GET] = "SELECT id, title, done FROM todos WHERE id = ?1",
-        [Q_CREATE] = "INSERT INTO todos(title, done) VALUES (?1, ?2) RETURNING id, title, done",
+        [Q_CREATE] = "INSERT INTO todos(title, done) SELECT ?1, ?2"
+                     " WHERE (SELECT count(*) FROM todos) < ?3 RETURNING id, title, done",
         [Q_UPDATE] = "UPDATE todos SET title = coalesce(?2, title), done = coalesce(?3, done)"
                      " WHERE id = ?1 RETURNING id, title, done",
         [Q_DELETE] = "DELETE FROM todos WHERE id = ?1 RETURNING id, title, done",
@@ -56,7 +57,7 @@ struct todo {
 
 /* Read by check() on the coordinator before any handler exists; read-only after. */
 static char db_path[4096];
-static long busy_ms, heartbeat_ms;
+static long busy_ms, heartbeat_ms, max_todos;
 
 /* M0_TODO_ORIGINS, split by main() before the host starts; check() refuses too many. */
 static char origins_text[4096];
@@ -317,11 +318,15 @@ static int create_todo(m0_req *req, m0_res *res, void *state)
                 sqlite3_stmt *s = stmt(state, Q_CREATE);
                 sqlite3_bind_text(s, 1, c.title, -1, SQLITE_STATIC);
                 sqlite3_bind_int(s, 2, c.done == 1);
+                sqlite3_bind_int64(s, 3, max_todos);
                 r = one(s, &j);
         }
         json_decref(c.body);
         if (r != 0)
                 return r < 0 ? r : 0;
+        if (!j)
+                return problem(res, 507, "Insufficient Storage",
+                               "the list is full: it holds M0_TODO_MAX_TODOS todos");
         publish("created", j);
         r = m0_res_headerf(res, "Location", "/todos/%lld",
                            (long long)json_integer_value(json_object_get(j, "id")));
@@ -441,23 +446,29 @@ static int db_path_read(char *finding, size_t flen, char *fix, size_t xlen)
         return refuse(fix, xlen, "set M0_TODO_DB to a shorter path");
 }
 
+/* Variable `var` in [min, max], `def` when unset; a refusal naming it otherwise. */
+static int knob(const char *var, long def, long min, long max, long *ret, char *finding,
+                size_t flen, char *fix, size_t xlen)
+{
+        *ret = app_env_long(var, def, min - 1);
+        if (*ret >= min && *ret <= max)
+                return 0;
+        snprintf(finding, flen, "%s='%s' is not a number from %ld to %ld", var, getenv(var), min,
+                 max);
+        snprintf(fix, xlen, "set %s to %ld..%ld, or unset it (%ld)", var, min, max, def);
+        return -EINVAL;
+}
+
 /* Runs on the coordinator before any handler exists, for serving and --doctor alike. */
 static int check(char *finding, size_t flen, char *fix, size_t xlen)
 {
-        busy_ms = app_env_long("M0_TODO_BUSY_MS", 5000, -1);
-        heartbeat_ms = app_env_long("M0_TODO_HEARTBEAT_MS", 15000, -1);
-        if (busy_ms < 1 || busy_ms > 60000) {
-                snprintf(finding, flen, "M0_TODO_BUSY_MS='%s' is not 1 to 60000 milliseconds",
-                         getenv("M0_TODO_BUSY_MS"));
-                return refuse(fix, xlen, "set M0_TODO_BUSY_MS to 1..60000, or unset it (5000)");
-        }
-        if (heartbeat_ms < 100 || heartbeat_ms > 3600000) {
-                snprintf(finding, flen,
-                         "M0_TODO_HEARTBEAT_MS='%s' is not 100 to 3600000 milliseconds",
-                         getenv("M0_TODO_HEARTBEAT_MS"));
-                return refuse(fix, xlen,
-                              "set M0_TODO_HEARTBEAT_MS to 100..3600000, or unset it (15000)");
-        }
+        int e;
+        if ((e = knob("M0_TODO_BUSY_MS", 5000, 1, 60000, &busy_ms, finding, flen, fix, xlen)) ||
+            (e = knob("M0_TODO_HEARTBEAT_MS", 15000, 100, 3600000, &heartbeat_ms, finding, flen,
+                      fix, xlen)) ||
+            (e = knob("M0_TODO_MAX_TODOS", 10000, 1, 10000000, &max_todos, finding, flen, fix,
+                      xlen)))
+                return e;
         if (origins_over) {
                 snprintf(finding, flen,
                          "M0_TODO_ORIGINS names more than %d origins, or more "
@@ -465,7 +476,7 @@ static int check(char *finding, size_t flen, char *fix, size_t xlen)
                          MAX_ORIGINS, sizeof(origins_text) - 1);
                 return refuse(fix, xlen, "list fewer origins in M0_TODO_ORIGINS");
         }
-        int e = db_path_read(finding, flen, fix, xlen);
+        e = db_path_read(finding, flen, fix, xlen);
         if (e == 0)
                 snprintf(finding, flen, "todos in %s", db_path);
         return e;
@@ -491,7 +502,7 @@ static const m0_cors *cors_read(void)
 }
 
 static const m0_route routes[] = {
-        {"GET", "/todos", list_todos, 0},
+        {"GET", "/todos", list_todos, M0_ROUTE_BLOCKING},
         {"POST", "/todos", create_todo, M0_ROUTE_BLOCKING, BODY_MAX, "application/json"},
         {"GET", "/todos/export", export_csv, M0_ROUTE_BLOCKING},
         {"GET", "/todos/:id", get_todo, 0},

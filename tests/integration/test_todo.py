@@ -391,11 +391,16 @@ def test_A7_refusals():
                 ({"M0_TODO_DB": os.path.join(d, "no", "such", "todo.db")},
                  "cannot open " + os.path.join(d, "no", "such", "todo.db")),
                 ({"M0_TODO_DB": db, "M0_TODO_BUSY_MS": "0"},
-                 "M0_TODO_BUSY_MS='0' is not 1 to 60000 milliseconds"),
+                 "M0_TODO_BUSY_MS='0' is not a number from 1 to 60000 (set M0_TODO_BUSY_MS to "
+                 "1..60000, or unset it (5000))"),
                 ({"M0_TODO_DB": db, "M0_TODO_BUSY_MS": "5s"},
-                 "M0_TODO_BUSY_MS='5s' is not 1 to 60000 milliseconds"),
+                 "M0_TODO_BUSY_MS='5s' is not a number from 1 to 60000"),
                 ({"M0_TODO_DB": db, "M0_TODO_HEARTBEAT_MS": "99"},
-                 "M0_TODO_HEARTBEAT_MS='99' is not 100 to 3600000 milliseconds")):
+                 "M0_TODO_HEARTBEAT_MS='99' is not a number from 100 to 3600000"),
+                ({"M0_TODO_DB": db, "M0_TODO_MAX_TODOS": "0"},
+                 "M0_TODO_MAX_TODOS='0' is not a number from 1 to 10000000"),
+                ({"M0_TODO_DB": db, "M0_TODO_MAX_TODOS": "10000001"},
+                 "M0_TODO_MAX_TODOS='10000001' is not a number from 1 to 10000000")):
             rc, _, err = run_app("todo", env=env)
             eq(rc, 78, f"exit status, {env}")
             check(text in err, f"the refusal names it, {env}: {err[-400:]}")
@@ -404,6 +409,23 @@ def test_A7_refusals():
         rc, _, err = run_app("todo", env={"M0_TODO_DB": db})
         eq(rc, 78, "a file that is no database")
         check(f"cannot open {db}: file is not a database" in err, f"the refusal: {err[-400:]}")
+
+
+def test_A7_max_todos():
+    """M0_TODO_MAX_TODOS bounds the list: past it a POST is 507 and writes nothing; a DELETE
+    makes room again."""
+    with Dir() as d, start(d, M0_TODO_MAX_TODOS="3") as s:
+        c = s.connect()
+        for i in range(1, 4):
+            expect_todo(call(c, "POST", "/todos", {"title": f"t{i}"}), 201, todo(i, f"t{i}"),
+                        f"POST {i}")
+        expect_problem(call(c, "POST", "/todos", {"title": "t4"}), 507, "Insufficient Storage",
+                       "the fourth", "the list is full: it holds M0_TODO_MAX_TODOS todos")
+        eq(call(c, "DELETE", "/todos/2").status, 204, "DELETE")
+        expect_todo(call(c, "POST", "/todos", {"title": "t5"}), 201, todo(4, "t5"), "POST after")
+        expect_todo(call(c, "GET", "/todos"), 200,
+                    b"[" + b",".join([todo(1, "t1"), todo(3, "t3"), todo(4, "t5")]) + b"]",
+                    "the list")
 
 
 def test_A7_many_handlers_open_one_new_database():
