@@ -8,7 +8,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <jansson.h>
 #include <sqlite3.h>
 
 #include <m0.h>
@@ -161,12 +160,14 @@ static int one(sqlite3_stmt *s, json_t **ret)
 /* ---- answers ---- */
 
 /* RFC 9457, as the host writes its own answers under M0_APP_ERRORS_JSON. */
-static int problem(m0_res *res, int status, const char *title, const char *detail)
+static int problem(m0_req *req, m0_res *res, int status, const char *title, const char *detail)
 {
         json_t *p = json_pack("{s:s,s:s,s:i,s:s}", "type", "about:blank", "title", title, "status",
                               status, "detail", detail);
         char *text = p ? json_dumps(p, JSON_COMPACT) : NULL;
-        int r = text ? m0_res_status(res, status) : -ENOMEM;
+        int r = text ? app_where(req, res) : -ENOMEM;
+        if (r == 0)
+                r = m0_res_status(res, status);
         if (r == 0)
                 r = m0_res_header(res, "Content-Type", "application/problem+json");
         if (r == 0)
@@ -176,24 +177,22 @@ static int problem(m0_res *res, int status, const char *title, const char *detai
         return r;
 }
 
-static int not_found(m0_res *res)
+static int not_found(m0_req *req, m0_res *res)
 {
-        return problem(res, 404, "Not Found", "no todo has this id");
+        return problem(req, res, 404, "Not Found", "no todo has this id");
 }
 
-static int invalid(m0_res *res, const char *detail)
+static int invalid(m0_req *req, m0_res *res, const char *detail)
 {
-        return problem(res, 422, "Unprocessable Content", detail);
+        return problem(req, res, 422, "Unprocessable Content", detail);
 }
 
 /* The todo as the answer's body; `j` is released. */
 static int send_todo(m0_req *req, m0_res *res, int status, json_t *j)
 {
-        char *text = json_dumps(j, JSON_COMPACT);
-        int r = text ? app_where(req, res) : -ENOMEM;
+        int r = j ? app_where(req, res) : -ENOMEM;
         if (r == 0)
-                r = m0_res_json(res, status, "%s", text);
-        free(text);
+                r = m0_res_json_value(res, status, j);
         json_decref(j);
         return r;
 }
@@ -202,12 +201,10 @@ static int send_todo(m0_req *req, m0_res *res, int status, json_t *j)
  * not answered: the client would send it again. */
 static void publish(const char *event, const json_t *todo)
 {
-        char *text = json_dumps(todo, JSON_COMPACT);
-        int64_t id = text ? m0_publish(event, text, -1) : -ENOMEM;
+        int64_t id = m0_publish_json(event, todo, -1);
         if (id < 0)
                 m0_log(M0_LOG_WARNING, "todo: the %s event was not published: %s", event,
                        strerror((int)-id));
-        free(text);
 }
 
 /* ---- requests ---- */
@@ -226,32 +223,25 @@ static int64_t todo_id(m0_req *req)
 
 /* A change to a todo, as a body asks for it. */
 struct change {
-        json_t *body;
-        const char *title; /* NULL: unchanged */
+        const char *title; /* NULL: unchanged, else in the request's JSON */
         int done;          /* -1: unchanged */
 };
 
-/* Read the body into `c`: 0, or 1 with the answer made (400, 422), or -errno. A new todo needs
+/* Read the body into `c`: 0, or 1 with the answer made (422), or -errno. A new todo needs
  * a title, a change something to change. A title is counted in characters: jansson has checked
  * that it is UTF-8. */
 static int change_read(m0_req *req, m0_res *res, struct change *c, int creating)
 {
-        size_t n;
-        const void *b = m0_req_body(req, &n);
-        json_error_t e;
+        json_t *body;
+        int r = m0_req_json(req, &body); /* bad JSON and other types: the host's 400 and 415 */
+        if (r < 0)
+                return r;
         *c = (struct change){.done = -1};
-        if (!(c->body = json_loadb(b, n, JSON_REJECT_DUPLICATES, &e))) {
-                char detail[300];
-                snprintf(detail, sizeof(detail), "%s at line %d, column %d", e.text, e.line,
-                         e.column);
-                int r = problem(res, 400, "Bad Request", detail);
-                return r < 0 ? r : 1;
-        }
-        json_t *title = json_object_get(c->body, "title"), *done = json_object_get(c->body, "done");
+        json_t *title = json_object_get(body, "title"), *done = json_object_get(body, "done");
         const char *why = NULL;
-        if (!json_is_object(c->body))
+        if (!json_is_object(body))
                 why = "the body must be a JSON object";
-        else if (json_object_size(c->body) != (size_t)(!!title + !!done))
+        else if (json_object_size(body) != (size_t)(!!title + !!done))
                 why = "a todo has only a title and done";
         else if (creating && !title)
                 why = "title is required";
@@ -272,7 +262,7 @@ static int change_read(m0_req *req, m0_res *res, struct change *c, int creating)
         c->done = done ? json_is_true(done) : -1;
         if (!why)
                 return 0;
-        int r = invalid(res, why);
+        r = invalid(req, res, why);
         return r < 0 ? r : 1;
 }
 
@@ -306,7 +296,7 @@ static int get_todo(m0_req *req, m0_res *res, void *state)
         int r = on_id(state, Q_GET, req, &j);
         if (r < 0)
                 return r;
-        return j ? send_todo(req, res, 200, j) : not_found(res);
+        return j ? send_todo(req, res, 200, j) : not_found(req, res);
 }
 
 static int create_todo(m0_req *req, m0_res *res, void *state)
@@ -321,11 +311,10 @@ static int create_todo(m0_req *req, m0_res *res, void *state)
                 sqlite3_bind_int64(s, 3, max_todos);
                 r = one(s, &j);
         }
-        json_decref(c.body);
         if (r != 0)
                 return r < 0 ? r : 0;
         if (!j)
-                return problem(res, 507, "Insufficient Storage",
+                return problem(req, res, 507, "Insufficient Storage",
                                "the list is full: it holds M0_TODO_MAX_TODOS todos");
         publish("created", j);
         r = m0_res_headerf(res, "Location", "/todos/%lld",
@@ -347,11 +336,10 @@ static int update_todo(m0_req *req, m0_res *res, void *state)
                         sqlite3_bind_int(s, 3, c.done);
                 r = one(s, &j);
         }
-        json_decref(c.body);
         if (r != 0)
                 return r < 0 ? r : 0;
         if (!j)
-                return not_found(res);
+                return not_found(req, res);
         publish("updated", j);
         return send_todo(req, res, 200, j);
 }
@@ -363,7 +351,7 @@ static int delete_todo(m0_req *req, m0_res *res, void *state)
         if (r < 0)
                 return r;
         if (!j)
-                return not_found(res);
+                return not_found(req, res);
         publish("deleted", j);
         json_decref(j);
         r = app_where(req, res);
@@ -408,11 +396,11 @@ static int64_t heartbeat(void *state)
         sqlite3_stmt *s = stmt(state, Q_COUNT);
         int rc = sqlite3_step(s);
         if (rc == SQLITE_ROW) {
-                char data[64];
-                snprintf(data, sizeof(data), "{\"todos\":%lld,\"last_id\":%lld}",
-                         (long long)sqlite3_column_int64(s, 0),
-                         (long long)sqlite3_column_int64(s, 1));
-                (void)m0_publish("heartbeat", data, -1);
+                json_t *beat = json_pack("{s:I,s:I}", "todos", sqlite3_column_int64(s, 0),
+                                         "last_id", sqlite3_column_int64(s, 1));
+                if (beat)
+                        (void)m0_publish_json("heartbeat", beat, -1);
+                json_decref(beat);
         }
         sqlite3_reset(s);
         return rc == SQLITE_ROW ? heartbeat_ms : db_errno(rc);
@@ -521,6 +509,7 @@ int main(int argc, char **argv)
                 .routes = routes,
                 .step = heartbeat,
                 .check = check,
+                .flags = M0_APP_ERRORS_JSON,
         };
         app.cors = cors_read();
         return m0_main(&app, argc, argv);
