@@ -851,6 +851,27 @@ KNOBS = [
 ]
 
 
+def kill_during(s, writer, n, seconds, what):
+    """Run `writer(w, stop, errors)` on `n` threads against the server `s`, SIGKILL it after
+    `seconds`, then stop and join them. A writer appends (monotonic time, w, exception) to
+    `errors` when it fails; only failures after the kill are expected (the kill breaks every
+    connection), so one before it fails the caller's test."""
+    stop, errors = threading.Event(), []
+    threads = [threading.Thread(target=writer, args=(w, stop, errors), daemon=True)
+               for w in range(n)]
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    killed = time.monotonic()
+    s.send_signal(signal.SIGKILL)
+    eq(s.wait_exit(10), -signal.SIGKILL, f"{what}: the kill")
+    stop.set()
+    for t in threads:
+        t.join(10)
+    eq([(w, e) for t, w, e in errors if t < killed], [],
+       f"{what}: writers that failed before the kill")
+
+
 def compute_threads_default():
     """M0_COMPUTE_THREADS's default as the host computes it: the CPUs this process may use,
     capped by a cgroup v2 cpu.max quota (SPEC C2, P4)."""

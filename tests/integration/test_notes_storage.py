@@ -16,7 +16,7 @@ import signal
 import threading
 import time
 
-from m0test import Server, check, eq
+from m0test import Server, check, eq, kill_during
 from notes_util import (LOG, StateDir, all_notes, call, create, db, env, integrity, jstr,
                         note_body, session, start, unauthorized)
 
@@ -338,22 +338,10 @@ def test_A4_acknowledged_notes_survive_kill_9():
                 if rnd == rounds:
                     break
                 before = len(ledger.acked)
-                stop, errors = threading.Event(), []
-                writers = [threading.Thread(target=_writer, daemon=True,
-                                            args=(s, cookie, ledger, rnd, w, stop,
-                                                  random.Random(rng.random()), errors))
-                           for w in range(4)]
-                for t in writers:
-                    t.start()
-                time.sleep(rng.uniform(0.05, 0.5))
-                killed = time.monotonic()
-                s.send_signal(signal.SIGKILL)
-                eq(s.wait_exit(10), -signal.SIGKILL, f"{what}: the kill")
-                stop.set()
-                for t in writers:
-                    t.join(10)
-                early = [(w, e) for t, w, e in errors if t < killed]
-                eq(early, [], f"{what}: writers that failed before the kill")
+                seeds = [rng.random() for _ in range(4)]
+                kill_during(s, lambda w, stop, errors: _writer(
+                    s, cookie, ledger, rnd, w, stop, random.Random(seeds[w]), errors),
+                    4, rng.uniform(0.05, 0.5), what)
                 acked_total += len(ledger.acked) - before
             finally:
                 s.cleanup()

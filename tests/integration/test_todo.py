@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 
-from m0test import HarnessError, Server, SSEReader, check, eq, open_stream, run_app
+from m0test import Server, SSEReader, check, eq, kill_during, open_stream, run_app
 
 JSON = "application/json"
 PROBLEM = "application/problem+json"
@@ -516,21 +516,11 @@ def test_A7_acknowledged_todos_survive_kill_9():
                 eq([(t["id"], t["title"]) for t in listed], sorted(rows.items()), f"{what}: list")
                 if rnd == rounds:
                     break
-                inflight, stop, errors = set(), threading.Event(), []
+                inflight = set()
                 before = len(acked)
-                writers = [threading.Thread(target=_writer, daemon=True,
-                                            args=(s, w, rnd, acked, inflight, lock, stop, errors))
-                           for w in range(4)]
-                for t in writers:
-                    t.start()
-                time.sleep(rng.uniform(0.05, 0.4))
-                killed = time.monotonic()
-                s.send_signal(signal.SIGKILL)
-                eq(s.wait_exit(10), -signal.SIGKILL, f"{what}: the kill")
-                stop.set()
-                for t in writers:
-                    t.join(10)
-                eq([(w, e) for t, w, e in errors if t < killed], [], f"{what}: early failures")
+                kill_during(s, lambda w, stop, errors: _writer(
+                    s, w, rnd, acked, inflight, lock, stop, errors),
+                    4, rng.uniform(0.05, 0.4), what)
                 total += len(acked) - before
             finally:
                 s.cleanup()

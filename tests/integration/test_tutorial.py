@@ -12,7 +12,6 @@ joined), ```c apps/todo.c (an excerpt), ```sh (`$ cc` lines build, `$ [VAR=value
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import tempfile
 
