@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* host_check: the app the host's own tests drive (SPEC A1, and Q1-Q4 under /q/); every answer
- * says where it ran. */
+/* host_check: the app the host's own tests drive (SPEC A1, N1-N5, and Q1-Q4 under /q/); every
+ * answer says where it ran. */
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,13 +72,80 @@ static int slow(m0_req *req, m0_res *res, void *state)
         return m0_res_json(res, 200, "{\"slept_ms\":%ld}\n", ms);
 }
 
-/* A test knob: unset gives `def`; a value that is not a whole number gives LONG_MIN, which the
- * app's check refuses before anything is built. */
-/* /events: the producer's beats (S1); x-worker says which loop holds the stream. */
+/* /events: the producer's beats on channel `beat` (S1, N1); x-worker says which loop holds the
+ * stream. */
 static int events(m0_req *req, m0_res *res, void *state)
 {
         int r = where(req, res, state);
-        return r < 0 ? r : m0_res_stream(res);
+        return r < 0 ? r : m0_res_subscribe(res, "beat");
+}
+
+/* The answer to a channel the host refused: 400 naming it and why. */
+static int refused(m0_res *res, const char *what, const char *channel, int err)
+{
+        char text[400];
+        snprintf(text, sizeof(text), "%s('%.200s'): %s\n", what, channel, strerror(-err));
+        return m0_res_text(res, 400, text);
+}
+
+/* /follow?channels=a,room:*,...: a stream of those channels, for the tests of N1-N5 (host_check
+ * grants every channel: it has nothing to hide); /follow alone: a stream of none. */
+static int follow(m0_req *req, m0_res *res, void *state)
+{
+        int r = where(req, res, state);
+        const char *list = m0_req_query(req, "channels");
+        if (r < 0 || !list || !*list)
+                return r < 0 ? r : m0_res_stream(res);
+        char name[256];
+        for (const char *p = list;; p++) {
+                size_t n = strcspn(p, ",");
+                snprintf(name, sizeof(name), "%.*s", (int)(n < 255 ? n : 255), p);
+                r = m0_res_subscribe(res, name);
+                if (r == -EPERM)
+                        return r; /* on the pool: the host answers 409 (P2) */
+                if (r < 0)
+                        return refused(res, "m0_res_subscribe", name, r);
+                p += n;
+                if (!*p)
+                        return 0;
+        }
+}
+
+/*
+ * POST /publish?channel=C[&n=N][&distinct=1][&transient=1][&event=E]: N events (1) on C, or on
+ * C0 .. C<N-1> with distinct=1, data {"i":<i>}; answers the first and last id. 404 unless
+ * M0_HOSTCHECK_PUBLISH=1 was set explicitly: it lets any client publish anything.
+ */
+static int publish(m0_req *req, m0_res *res, void *state)
+{
+        const char *on = getenv("M0_HOSTCHECK_PUBLISH");
+        if (!on || strcmp(on, "1") != 0)
+                return m0_res_text(res, 404, "404 Not Found\n");
+        int r = where(req, res, state);
+        const char *channel = m0_req_query(req, "channel");
+        const char *event = m0_req_query(req, "event");
+        const char *tr = m0_req_query(req, "transient"), *ds = m0_req_query(req, "distinct");
+        long n = 1;
+        if (r < 0)
+                return r;
+        int q = m0_req_query_int(req, "n", 0, 10000000, &n);
+        if (!channel || (q < 0 && q != -ENOENT))
+                return m0_res_text(res, 400, "channel=NAME, n from 0 to 10000000\n");
+        unsigned flags = tr && !strcmp(tr, "1") ? M0_PUBLISH_TRANSIENT : 0;
+        bool distinct = ds && !strcmp(ds, "1");
+        int64_t first = -1, last = -1;
+        for (long i = 0; i < n; i++) {
+                char name[256], data[32];
+                snprintf(name, sizeof(name), distinct ? "%.200s%ld" : "%.200s", channel, i);
+                snprintf(data, sizeof(data), "{\"i\":%ld}", i);
+                int64_t id = m0_publish(name, event, data, flags);
+                if (id < 0)
+                        return refused(res, "m0_publish", name, (int)id);
+                first = first < 0 ? id : first;
+                last = id;
+        }
+        return m0_res_json(res, 200, "{\"first\":%lld,\"last\":%lld,\"published\":%ld}\n",
+                           (long long)first, (long long)last, n);
 }
 
 /*
@@ -175,12 +243,12 @@ static int q_item(m0_req *req, m0_res *res, void *state)
         return r < 0 ? r : value_json(res, m0_req_param(req, "id"));
 }
 
-/* GET /q/publish: one event whose data is a json_t (Q3), to the streams of /events. */
+/* GET /q/publish: one event whose data is a json_t (Q3), on channel q (/follow?channels=q). */
 static int q_publish(m0_req *req, m0_res *res, void *state)
 {
         int r = where(req, res, state);
         json_t *data = json_pack("{s:s,s:[i,i]}", "from", "q/publish", "n", 1, 2);
-        int64_t id = r < 0 ? r : data ? m0_publish_json("q", data, -1) : -ENOMEM;
+        int64_t id = r < 0 ? r : data ? m0_publish_json("q", "q", data, 0) : -ENOMEM;
         json_decref(data);
         return id < 0 ? (int)id : m0_res_json(res, 200, "{\"id\":%lld}", (long long)id);
 }
@@ -259,7 +327,7 @@ static int64_t step(void *state)
                 return -EIO; /* S2: the producer stops, serving goes on */
         char data[64];
         snprintf(data, sizeof(data), "{\"beat\":%llu,\"pid\":%ld}", ++st->beats, (long)getpid());
-        int64_t id = m0_publish("beat", data, -1);
+        int64_t id = m0_publish("beat", "beat", data, 0);
         if (id < 0)
                 return id;
         return st->period_ms > 0 ? st->period_ms : 100;
@@ -307,6 +375,8 @@ static const m0_route routes[] = {
         {"GET", "/slow", slow, M0_ROUTE_BLOCKING},
         {"POST", "/echo", echo, 0},
         {"GET", "/events", events, 0},
+        {"GET", "/follow", follow, 0},
+        {"POST", "/publish", publish, 0},
         {"GET", "/crash", crash, 0},
         {"GET", "/crash-pool", crash, M0_ROUTE_BLOCKING},
         {"GET", "/events-from-func", events, M0_ROUTE_BLOCKING},

@@ -44,7 +44,7 @@ static int run_step(struct state *st)
         char data[96];
         snprintf(data, sizeof(data), "{\"step\":%llu,\"where\":\"%s\",\"loop\":%d}", ++st->steps,
                  on_loop ? "loop" : "producer", st->loop);
-        int64_t id = m0_publish("sim", data, -1);
+        int64_t id = m0_publish("sim", "sim", data, 0);
         return id < 0 ? (int)id : 0;
 }
 
@@ -96,7 +96,7 @@ static int events(m0_req *req, m0_res *res, void *state)
 {
         (void)state;
         int r = app_where(req, res);
-        return r < 0 ? r : m0_res_stream(res);
+        return r < 0 ? r : m0_res_subscribe(res, "sim");
 }
 
 static int index_page(m0_req *req, m0_res *res, void *state)

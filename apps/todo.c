@@ -197,11 +197,11 @@ static int send_todo(m0_req *req, m0_res *res, int status, json_t *j)
         return r;
 }
 
-/* Tell every stream. The write is committed whatever happens here, so a failure is logged,
- * not answered: the client would send it again. */
+/* Tell every stream of the todos channel. The write is committed whatever happens here, so a
+ * failure is logged, not answered: the client would send it again. */
 static void publish(const char *event, const json_t *todo)
 {
-        int64_t id = m0_publish_json(event, todo, -1);
+        int64_t id = m0_publish_json("todos", event, todo, 0);
         if (id < 0)
                 m0_log(M0_LOG_WARNING, "todo: the %s event was not published: %s", event,
                        strerror((int)-id));
@@ -386,11 +386,12 @@ static int events(m0_req *req, m0_res *res, void *state)
 {
         (void)state;
         int r = app_where(req, res);
-        return r < 0 ? r : m0_res_stream(res);
+        return r < 0 ? r : m0_res_subscribe(res, "todos");
 }
 
 /* The producer's heartbeat: how many todos there are and the newest id, from its own
- * connection, every M0_TODO_HEARTBEAT_MS. */
+ * connection, every M0_TODO_HEARTBEAT_MS; transient, so a reconnecting client is not replayed
+ * old ones. */
 static int64_t heartbeat(void *state)
 {
         sqlite3_stmt *s = stmt(state, Q_COUNT);
@@ -399,7 +400,7 @@ static int64_t heartbeat(void *state)
                 json_t *beat = json_pack("{s:I,s:I}", "todos", sqlite3_column_int64(s, 0),
                                          "last_id", sqlite3_column_int64(s, 1));
                 if (beat)
-                        (void)m0_publish_json("heartbeat", beat, -1);
+                        (void)m0_publish_json("todos", "heartbeat", beat, M0_PUBLISH_TRANSIENT);
                 json_decref(beat);
         }
         sqlite3_reset(s);

@@ -337,34 +337,58 @@ M0_EXPORT int m0_req_json(m0_req *req, json_t **ret);
 M0_EXPORT int m0_res_json_value(m0_res *res, int status, const json_t *json);
 
 /**
- * m0_publish() with `data` serialized as compact JSON (one `data:` line). `data` is not
- * stolen. Returns what m0_publish() returns, or -EINVAL for a NULL `data` or one jansson
- * cannot write.
+ * m0_publish() on `channel` with `data` serialized as compact JSON (one `data:` line), `event`
+ * and `flags` as m0_publish() takes them (M0_PUBLISH_TRANSIENT). `data` is not stolen. Returns
+ * what m0_publish() returns, or -EINVAL for a NULL `data` or one jansson cannot write.
  */
-M0_EXPORT int64_t m0_publish_json(const char *event, const json_t *data, int skip_loop);
+M0_EXPORT int64_t m0_publish_json(const char *channel, const char *event, const json_t *data,
+                                  unsigned flags);
 
-/* --- Streams and the bus (SPEC B1–B3, S1) --- */
+/* --- Streams and the bus (SPEC S1, H9, N1–N6) --- */
 
 /**
  * Turn this response into a server-sent event stream: `200`, `content-type: text/event-stream`,
  * `cache-control: no-cache`, `x-accel-buffering: no` plus the headers the handler added, first
- * bytes `: open`, then every kept event after the request's `Last-Event-ID`, then live events.
- * The status and body the handler set are ignored. Only on a loop: from a pool thread it returns
- * -EPERM and the host answers 409 (P2). Returns 0 or -errno.
+ * bytes `: open` and `retry:` (M0_SSE_RETRY_MS), then heartbeats. It follows no channel until
+ * m0_res_subscribe() gives it one. The status and body the handler set are ignored. Only on a
+ * loop: from a pool thread it returns -EPERM and the host answers 409 (P2). Returns 0 or -errno.
  */
 M0_EXPORT int m0_res_stream(m0_res *res);
 
 /**
- * Publish one event to the streams of every loop but `skip_loop` (-1: every loop). `event` may
- * be NULL (no `event:` line); `data` is split into one `data:` line per line. The event is kept
- * for replay (M0_REPLAY_FRAMES), and each loop's channel holds it until that loop has delivered
- * it, in id order (a loop whose channel overflows, M0_CHANNEL_FRAMES, closes its streams so that
- * their clients reconnect with Last-Event-ID). Any thread, any time after READY; never blocks on
- * a subscriber.
- * Returns the event's id (ids are contiguous, from 1), or -errno (-EINVAL for CR in `event`,
- * -ENOMEM, -ENOTCONN when no host is running, -EOVERFLOW past the last id there is, 2^62).
+ * Make this response a stream (as m0_res_stream()) that follows `channel` (N1): an exact name
+ * of 1–200 bytes of visible ASCII, or a prefix ending in `*` (`room:*`; `*` alone follows every
+ * channel). Call it once per channel, after checking the request: which channels a client may
+ * follow is the handler's to decide. When the stream begins, every kept event of its channels
+ * after the request's `Last-Event-ID` is replayed in id order (all that is kept when that id is
+ * past the newest), then live events, none twice. The name is copied; a channel named twice is
+ * followed once. Only on a loop. Returns 0, -EINVAL (not a channel's name), -ENOSPC (past
+ * M0_STREAM_MAX_CHANNELS channels), -EPERM (on a pool thread: 409), -ENOMEM.
  */
-M0_EXPORT int64_t m0_publish(const char *event, const char *data, int skip_loop);
+M0_EXPORT int m0_res_subscribe(m0_res *res, const char *channel);
+
+/** m0_publish() flags. */
+enum {
+        /** Delivered to the streams that follow its channel and never kept: no id, no replay
+         *  (heartbeats, progress). */
+        M0_PUBLISH_TRANSIENT = 1u << 0,
+};
+
+/**
+ * Publish one event on `channel` (1–200 bytes of visible ASCII, not ending in `*`) to the streams
+ * that follow it, on every loop. `event` may be NULL (no `event:` line); `data` (NULL: empty) is
+ * split into one `data:` line per line. A kept event takes the next id of the bus's one sequence
+ * (ids never go backwards, N3) and is kept for replay, the channel's last M0_REPLAY_PER_CHANNEL
+ * within M0_REPLAY_BYTES; a loop's queue holds it until that loop has delivered it, in id order
+ * (a loop whose queue overflows, M0_CHANNEL_FRAMES, closes the streams that would miss it, so that
+ * their clients reconnect with Last-Event-ID). A channel nobody follows costs no loop anything.
+ * Any thread, any time after READY; never blocks on a subscriber.
+ * Returns the event's id (> 0), 0 for an M0_PUBLISH_TRANSIENT event, or -errno (-EINVAL for a
+ * channel that is not a name, CR or LF in `event`, or an unknown flag; -ENOMEM; -ENOTCONN when no
+ * host is running; -EOVERFLOW past the last id there is, 2^62).
+ */
+M0_EXPORT int64_t m0_publish(const char *channel, const char *event, const char *data,
+                             unsigned flags);
 
 /** The id of the newest event published so far (0 before the first). Any thread. */
 M0_EXPORT uint64_t m0_bus_last_id(void);

@@ -83,8 +83,6 @@ static const struct m0_knob knobs[] = {
          "open connections per process; past it new ones are closed at once"},
         {"max-output-bytes", "M0_MAX_OUTPUT_BYTES", "1048576", K_U32, OFF(max_output_bytes), 4096,
          1073741824, "unsent response bytes per connection before it stops reading"},
-        {"replay-frames", "M0_REPLAY_FRAMES", "1024", K_U32, OFF(replay_frames), 1,
-         M0__REPLAY_FRAMES_MAX, "events kept for clients reconnecting with Last-Event-ID"},
         {"channel-frames", "M0_CHANNEL_FRAMES", "4096", K_U32, OFF(channel_frames), 1, 1048576,
          "events a loop holds for its streams until it delivers them; past it they reconnect"},
         {"slice-requests", "M0_SLICE_REQUESTS", "256", K_U32, OFF(slice_requests), 1, 1000000,
@@ -116,6 +114,24 @@ static const struct m0_knob knobs[] = {
          1000000, "journal entries a loop keeps while journald is behind; past it, dropped"},
         {"json-max-depth", "M0_JSON_MAX_DEPTH", "64", K_U32, OFF(json_max_depth), 1,
          M0__JSON_DEPTH_MAX, "nesting of a JSON body m0_req_json() reads (400 past it)"},
+        {"replay-per-channel", "M0_REPLAY_PER_CHANNEL", "64", K_U32, OFF(replay_per_channel), 1,
+         65536, "events each channel keeps for clients reconnecting with Last-Event-ID"},
+        {"replay-bytes", "M0_REPLAY_BYTES", "16777216", K_U32, OFF(replay_bytes), 65536, 1073741824,
+         "memory for replay, the fd store's copy included; idle channels go first"},
+        {"stream-max-channels", "M0_STREAM_MAX_CHANNELS", "16", K_U32, OFF(stream_max_channels), 1,
+         1024, "channels one stream may follow (m0_res_subscribe)"},
+        {"sse-retry-ms", "M0_SSE_RETRY_MS", "2000", K_U32, OFF(sse_retry_ms), 0, 86400000,
+         "the reconnection delay a stream's first bytes give; 0 = none"},
+};
+
+/* Knobs that were, and what replaced them: a value for one is refused (78, or 2 for a flag)
+ * rather than read with another meaning or ignored (D75). */
+static const struct {
+        const char *flag, *env, *instead;
+} retired[] = {
+        {"replay-frames", "M0_REPLAY_FRAMES",
+         "replay is kept per channel now: set M0_REPLAY_PER_CHANNEL (events a channel keeps) or "
+         "M0_REPLAY_BYTES (the whole store's memory)"},
 };
 
 _Static_assert(M0__ARRAY_SIZE(knobs) <= M0__KNOBS_MAX, "raise M0__KNOBS_MAX");
@@ -327,6 +343,13 @@ static enum m0_config_result read_flag(struct m0_config *cfg, struct flags *fl, 
                 return M0_CONFIG_SERVE;
         }
         const struct m0_knob *k = knob_by_flag(name, nlen);
+        for (size_t j = 0; !k && j < M0__ARRAY_SIZE(retired); j++) {
+                if (strlen(retired[j].flag) != nlen || memcmp(retired[j].flag, name, nlen))
+                        continue;
+                snprintf(err, err_len, "option '--%s' is no longer read: %s", retired[j].flag,
+                         retired[j].instead);
+                return M0_CONFIG_USAGE;
+        }
         if (!k) {
                 snprintf(err, err_len, "unknown option '--%.*s'", (int)nlen, name);
                 return M0_CONFIG_USAGE;
@@ -352,6 +375,16 @@ static enum m0_config_result read_env(struct m0_config *cfg, const struct flags 
                                       char *err, size_t err_len)
 {
         char expect[96];
+        for (size_t i = 0; i < M0__ARRAY_SIZE(retired); i++) {
+                size_t elen = strlen(retired[i].env);
+                for (char **e = envp; e && *e; e++) {
+                        if (strncmp(*e, retired[i].env, elen) != 0 || (*e)[elen] != '=')
+                                continue;
+                        snprintf(err, err_len, "%s is no longer read: %s (unset %s)",
+                                 retired[i].env, retired[i].instead, retired[i].env);
+                        return M0_CONFIG_REFUSED;
+                }
+        }
         for (size_t i = 0; i < M0__ARRAY_SIZE(knobs); i++) {
                 const struct m0_knob *k = &knobs[i];
                 if (fl->val[i])

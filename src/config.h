@@ -14,8 +14,6 @@ enum m0_source {
 };
 
 #define M0__KNOBS_MAX 64
-/* The largest M0_REPLAY_FRAMES; a stored ring with more slots is none this host made (D46). */
-#define M0__REPLAY_FRAMES_MAX 1048576u
 
 /* M0_ACCESS_LOG's values (O2). */
 enum m0_access_log {
@@ -58,7 +56,6 @@ struct m0_config {
         uint32_t max_output_bytes;
         uint32_t linger_ms;
         uint32_t drain_idle_ms;
-        uint32_t replay_frames;
         uint32_t channel_frames;
         uint32_t slice_requests;
         uint32_t turn_budget_ms;
@@ -72,7 +69,11 @@ struct m0_config {
         uint32_t metrics_max_connections;
         uint32_t metrics_timeout_ms;
         uint32_t access_log_queue;
-        uint32_t json_max_depth; /* Q3: containers m0_req_json() lets a body nest */
+        uint32_t json_max_depth;     /* Q3: containers m0_req_json() lets a body nest */
+        uint32_t replay_per_channel; /* N4 */
+        uint32_t replay_bytes;
+        uint32_t stream_max_channels; /* N1 */
+        uint32_t sse_retry_ms;        /* H9 */
         bool doctor;
         unsigned char sources[M0__KNOBS_MAX]; /* enum m0_source per knob, in table order */
 };

@@ -17,6 +17,7 @@
 
 struct m0_host;
 struct m0_job;
+struct m0_sub;
 
 enum m0_phase {
         PH_IDLE = 0, /* between messages */
@@ -80,7 +81,11 @@ struct m0_conn {
 
         /* A server-sent event stream (S1): the connection parses nothing more. */
         bool stream;
-        uint64_t cursor;      /* the last event id this stream was sent */
+        uint16_t nsubs;       /* the channels it follows (N1) */
+        struct m0_sub *subs;  /* on the loop's index (subs.h), one per channel */
+        uint64_t cursor;      /* the newest event id this stream has, sent or passed over */
+        uint64_t seq;         /* the bus's sequence when it began: later transient events are its */
+        uint64_t stamp;       /* the loop's delivery it was last offered a frame in */
         struct m0_link slink; /* on loop->streams */
 };
 

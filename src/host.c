@@ -460,27 +460,77 @@ static int take_sockets(struct m0_host *h)
         return -1;
 }
 
-/* The bus and, under systemd, its state in the fd store (B4). 0 or M0__EXIT_FAIL. */
+/* Microseconds of the wall clock: past every id a process of ours started from it before, as long
+ * as none took more than a million ids a second on average (N3, D76). */
+static uint64_t wall_us(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/*
+ * Where the ids start when the fd store gave none back (N3): after the lease in the state
+ * directory; at 1 in a state directory that holds none yet (the service's first start); above
+ * the wall clock's microseconds without one, so that a Last-Event-ID of an earlier process is
+ * below every new id and gets a full replay. `ids` says which, for the log.
+ */
+static uint64_t ids_from(struct m0_host *h, int found, uint64_t lease, const char *why, char *ids,
+                         size_t len)
+{
+        if (found == 1) {
+                snprintf(ids, len, "ids continue after %llu, the lease kept in %s",
+                         (unsigned long long)lease, h->lease.dir);
+                return lease;
+        }
+        if (found == 0) {
+                snprintf(ids, len, "ids start at 1 (%s holds no lease yet)", h->lease.dir);
+                return 0;
+        }
+        uint64_t us = wall_us();
+        snprintf(ids, len, "ids start above the wall clock, after %llu (%s)",
+                 (unsigned long long)us, found == -ENOENT ? "no state directory" : why);
+        return us;
+}
+
+/* The ids' start: the fd store's last id, or ids_from(); then the lease's writer (N3). */
+static void start_ids(struct m0_host *h, bool restored, const char *store_msg)
+{
+        char why[300] = "", ids[600] = "";
+        uint64_t lease = 0;
+        int found = m0__lease_open(&h->lease, getenv("STATE_DIRECTORY"), &lease, why, sizeof(why));
+        if (!restored)
+                m0__bus_set_last(&h->bus, ids_from(h, found, lease, why, ids, sizeof(ids)));
+        m0__log(M0_LOG_NOTICE, -1, NULL, "%s%s%s", store_msg, *store_msg && *ids ? "; " : "", ids);
+        if (h->lease.dirfd >= 0 && m0__lease_start(&h->lease, &h->bus, why, sizeof(why)) < 0)
+                m0__log(M0_LOG_ERR, -1, NULL, "%s: ids may go backwards after a stop", why);
+}
+
+/* The bus and, under systemd, its state in the fd store (B4, N6); where ids start (N3). 0 or
+ * M0__EXIT_FAIL. */
 static int start_bus(struct m0_host *h)
 {
-        if (m0__bus_init(&h->bus, h->cfg.replay_frames, (int)h->cfg.threads,
-                         h->cfg.channel_frames) < 0) {
-                m0__log(M0_LOG_ERR, -1, NULL, "no memory for the replay ring");
+        if (m0__bus_init(&h->bus, (int)h->cfg.threads, h->cfg.channel_frames,
+                         h->cfg.replay_per_channel, h->cfg.replay_bytes) < 0) {
+                m0__log(M0_LOG_ERR, -1, NULL, "no memory for the bus");
                 return M0__EXIT_FAIL;
         }
+        h->bus.max_channels = h->cfg.stream_max_channels;
         h->bus.wake = m0__bus_wake_loops;
         h->bus.wake_ud = h;
+        char msg[600] = "";
+        bool restored = false;
         if (getenv("NOTIFY_SOCKET") || h->sockets.store_fd >= 0) {
-                char msg[300];
                 int fd = h->sockets.store_fd;
                 h->sockets.store_fd = -1; /* the store owns it now */
-                if (m0__store_open(h, fd, msg, sizeof(msg)) == 0)
-                        m0__log(M0_LOG_NOTICE, -1, NULL, "%s", msg);
-                else
+                if (m0__store_open(h, fd, &restored, msg, sizeof(msg)) < 0) {
                         m0__log(M0_LOG_WARNING, -1, NULL,
-                                "event state cannot be kept in the fd store: ids restart with the "
-                                "process");
+                                "event state cannot be kept in the fd store: replay starts empty "
+                                "with each process");
+                        msg[0] = '\0';
+                }
         }
+        start_ids(h, restored, msg);
         m0__bus_global = &h->bus;
         return M0__EXIT_OK;
 }
@@ -503,8 +553,10 @@ int m0_main(const m0_app *app, int argc, char **argv)
         code = take_sockets(h);
         if (code < 0 && (code = start_bus(h)) == M0__EXIT_OK) {
                 code = serve(h);
+                /* A clean stop writes the last id itself: the next start goes on after it. */
+                m0__lease_stop(&h->lease, code == M0__EXIT_OK);
                 if (code == M0__EXIT_OK) {
-                        /* Threads that outlived the bound may still publish: keep the ring then. */
+                        /* Threads that outlived the bound may still publish: keep the bus then. */
                         m0__bus_global = NULL;
                         m0__bus_destroy(&h->bus);
                 }

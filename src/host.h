@@ -13,6 +13,7 @@
 #include "config.h"
 #include "cors.h"
 #include "handler.h"
+#include "lease.h"
 #include "loop.h"
 #include "m0.h"
 #include "metrics.h"
@@ -46,6 +47,7 @@ struct m0_host {
 
         int done_fd; /* eventfd: a loop thread ended */
         struct m0_bus bus;
+        struct m0_lease lease; /* the ids' lease in the state directory (N3) */
         struct m0_producer producer;
         struct m0_compute compute;
         uint64_t watchdog_usec; /* WATCHDOG_USEC for this process, 0 when off */

@@ -192,14 +192,14 @@ int m0_res_json_string(m0_res *res, const char *s)
         return r;
 }
 
-int64_t m0_publish_json(const char *event, const json_t *data, int skip_loop)
+int64_t m0_publish_json(const char *channel, const char *event, const json_t *data, unsigned flags)
 {
         if (!data)
                 return -EINVAL;
         char *text = json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY);
         if (!text)
                 return -EINVAL;
-        int64_t id = m0_publish(event, text, skip_loop);
+        int64_t id = m0_publish(channel, event, text, flags);
         free(text);
         return id;
 }

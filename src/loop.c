@@ -152,6 +152,8 @@ void m0__loop_destroy(struct m0_loop *l)
         m0__buf_free(&l->req.params);
         m0__buf_free(&l->res.head);
         m0__buf_free(&l->res.body);
+        m0__buf_free(&l->res.chans);
+        m0__subs_free(&l->subs);
         m0__buf_free(&l->wbuf);
         m0__journal_destroy(&l->journal);
         m0__pool_destroy(&l->pool);
@@ -568,12 +570,14 @@ static void log_counts(const struct m0_loop *l)
                 "loop stopped: accepted %llu, passed %llu, received %llu, requests %llu, "
                 "connections refused %llu, slow streams closed %llu, streams closed unread at the "
                 "stop %llu, streams closed at a full channel %llu, frames a full channel refused "
-                "%llu",
+                "%llu, transient frames a full channel dropped %llu, Last-Event-IDs past the "
+                "newest id %llu",
                 (unsigned long long)l->accepted, (unsigned long long)l->passed,
                 (unsigned long long)l->received, (unsigned long long)l->requests,
                 (unsigned long long)l->refused_conns, (unsigned long long)l->streams_cut,
                 (unsigned long long)l->streams_unread, (unsigned long long)l->chan_closed,
-                (unsigned long long)l->chan_refused);
+                (unsigned long long)l->chan_refused, (unsigned long long)l->chan_dropped,
+                (unsigned long long)l->replays_ahead);
 }
 
 void *m0__loop_main(void *arg)

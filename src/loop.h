@@ -18,6 +18,7 @@
 #include "pool.h"
 #include "request.h"
 #include "response.h"
+#include "subs.h"
 #include "thread.h"
 
 struct m0_host;
@@ -135,10 +136,15 @@ struct m0_loop {
 
         struct m0_pool pool;
 
-        /* streams (S1) and the bus channel (B1) */
-        struct m0_list streams;    /* of m0_conn, by their stream link */
-        atomic_bool bus_pending;   /* set by a publisher, cleared by the loop (wakes on 0→1) */
-        m0_counter chan_refused;   /* frames this loop's channel refused, being full (B2) */
+        /* streams (S1), the channels they follow (N5) and the bus's queue (B1, D44) */
+        struct m0_list streams;  /* of m0_conn, by their stream link */
+        struct m0_subs subs;     /* channel -> the streams that follow it */
+        uint64_t deliver_stamp;  /* one per frame delivered: a stream is offered it once */
+        atomic_bool bus_pending; /* set by a publisher, cleared by the loop (wakes on 0→1) */
+        m0_counter chan_refused; /* frames this loop's channel refused, being full (B2) */
+        uint64_t chan_dropped;   /* transient frames it refused */
+        uint64_t replays_ahead;  /* streams whose Last-Event-ID was past the newest id (N3) */
+        uint64_t ahead_logged_ms;
         m0_counter chan_closed;    /* streams closed because their loop's channel was full */
         uint64_t chan_logged_ms;   /* when a full channel was last logged */
         m0_counter streams_cut;    /* streams closed because their backlog passed its bound */

@@ -289,7 +289,8 @@ static void bus(struct out *o, struct m0_host *h)
         family(o, "m0_bus_events_published", COUNTER, NULL, "Events published on the bus.");
         sample(o, "m0_bus_events_published", "_total", "", bs.published);
         family(o, "m0_bus_events_evicted", COUNTER, NULL,
-               "Events pushed out of the replay ring by newer ones.");
+               "Events replay gave up for newer ones: past a channel's M0_REPLAY_PER_CHANNEL, or "
+               "M0_REPLAY_BYTES.");
         sample(o, "m0_bus_events_evicted", "_total", "", bs.evicted);
         per_loop(o, h, "m0_bus_events_delivered", COUNTER, NULL,
                  "Event frames written to streams as they were published, one per stream.",

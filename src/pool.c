@@ -129,6 +129,7 @@ void m0__job_free(struct m0_job *job)
         m0__buf_free(&job->req.arena);
         m0__buf_free(&job->res.head);
         m0__buf_free(&job->res.body);
+        m0__buf_free(&job->res.chans);
         free(job->mem);
         free(job);
 }

@@ -48,6 +48,7 @@ const char *m0__status_reason(int status)
         case 503: return "Service Unavailable";
         case 504: return "Gateway Timeout";
         case 505: return "HTTP Version Not Supported";
+        case 507: return "Insufficient Storage";
         default: return "Unknown";
         }
 }
@@ -56,6 +57,8 @@ void m0__res_reset(struct m0_res *res)
 {
         res->stream = false;
         res->stream_refused = false;
+        res->nchans = 0;
+        res->chans.len = 0;
         res->status = 200;
         res->head.len = 0;
         res->nheaders = 0;

@@ -12,7 +12,9 @@
 struct m0_loop;
 
 struct m0_res {
-        bool stream;         /* m0_res_stream() was called on a loop */
+        bool stream;         /* m0_res_stream() or m0_res_subscribe() was called on a loop */
+        uint16_t nchans;     /* channels the stream follows (N1) */
+        struct m0_buf chans; /* their names, each NUL-terminated, in the order given */
         bool stream_refused; /* ... or on a pool thread (P2: 409) */
         bool on_pool;
         int status;

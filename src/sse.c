@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* sse.c: server-sent event streams: the head, replay after Last-Event-ID, live frames (S1, B2, B3). */
+/* sse.c: server-sent event streams: the head, the channels they follow, replay after Last-Event-ID,
+ * live frames (S1, H9, N1, N2, N5, B2). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,6 +13,7 @@
 #include "host.h"
 #include "log.h"
 #include "sse.h"
+#include "subs.h"
 
 #define TAKE_BATCH 64
 
@@ -27,6 +30,32 @@ int m0_res_stream(m0_res *res)
         return 0;
 }
 
+int m0_res_subscribe(m0_res *res, const char *channel)
+{
+        if (res->on_pool) {
+                res->stream_refused = true;
+                return -EPERM;
+        }
+        size_t n = channel ? strnlen(channel, M0__CHANNEL_MAX + 1) : 0;
+        if (!m0__channel_ok(channel, n))
+                return -EINVAL;
+        const char *p = res->chans.data;
+        for (uint16_t i = 0; i < res->nchans; i++, p += strlen(p) + 1)
+                if (!strcmp(p, channel)) {
+                        res->stream = true;
+                        return 0; /* followed already */
+                }
+        unsigned max = m0__bus_global ? m0__bus_global->max_channels : M0__STREAM_CHANNELS_DEFAULT;
+        if (res->nchans >= max)
+                return -ENOSPC;
+        int r = m0__buf_append(&res->chans, channel, n + 1);
+        if (r < 0)
+                return r;
+        res->nchans++;
+        res->stream = true;
+        return 0;
+}
+
 static void link_stream(struct m0_loop *l, struct m0_conn *c)
 {
         m0__list_push(&l->streams, &c->slink);
@@ -39,6 +68,17 @@ void m0__sse_unlink(struct m0_conn *c)
         if (!c->stream)
                 return;
         struct m0_loop *l = c->loop;
+        for (uint16_t i = 0; i < c->nsubs; i++) {
+                struct m0_follow *f = m0__subs_remove(&l->subs, &c->subs[i]);
+                if (!f)
+                        continue;
+                /* The loop's last stream of it: the bus stops queuing it here (N1). */
+                m0__bus_unfollow(&l->host->bus, l->index, &f->key);
+                free(f);
+        }
+        free(c->subs);
+        c->subs = NULL;
+        c->nsubs = 0;
         m0__list_unlink(&l->streams, &c->slink);
         c->stream = false;
         if (l->observe & M0_OBSERVE_METRICS)
@@ -87,14 +127,88 @@ int m0__sse_head(struct m0_loop *l, const m0_res *res, bool close, struct m0_buf
         return r;
 }
 
+/* The key a stream's channel names: `room:*` is the prefix `room:`, `*` every channel. */
+static struct m0_key key_of(const char *name)
+{
+        size_t n = strlen(name);
+        bool prefix = name[n - 1] == '*';
+        if (prefix)
+                n--;
+        return (struct m0_key){
+                .name = name, .len = (uint16_t)n, .prefix = prefix, .hash = m0__hash(name, n)};
+}
+
+/*
+ * The stream's channels into the loop's index, and the bus's interest in those new to the loop,
+ * in one hold of the bus lock with the newest id and the replay (N2): every kept event of them
+ * up to that id is in `out` (when `replay`), every later one reaches the loop's queue.
+ */
+static int follow_all(struct m0_conn *c, const m0_res *res, bool replay, uint64_t after,
+                      struct m0_fvec *out, bool *ret_ahead)
+{
+        struct m0_loop *l = c->loop;
+        uint64_t last = 0;
+        c->subs = calloc(res->nchans ? res->nchans : 1, sizeof(*c->subs));
+        struct m0_key *keys = calloc(2 * (size_t)(res->nchans ? res->nchans : 1), sizeof(*keys));
+        if (!c->subs || !keys) {
+                free(keys);
+                return -ENOMEM;
+        }
+        struct m0_key *add = keys + res->nchans;
+        size_t nadd = 0;
+        const char *name = res->chans.data;
+        for (; c->nsubs < res->nchans; name += strlen(name) + 1) {
+                struct m0_key k = key_of(name);
+                struct m0_sub *sub = &c->subs[c->nsubs];
+                bool made;
+                sub->c = c;
+                int r = m0__subs_add(&l->subs, sub, &k, &made);
+                if (r < 0) {
+                        free(keys);
+                        return r;
+                }
+                keys[c->nsubs++] = sub->f->key;
+                if (made)
+                        add[nadd++] = sub->f->key;
+        }
+        int r = m0__bus_subscribe(&l->host->bus, l->index, add, nadd, keys, c->nsubs, replay, after,
+                                  out, &last, &c->seq, ret_ahead);
+        free(keys);
+        c->cursor = last;
+        return r;
+}
+
+/* A Last-Event-ID past the newest id (N3): counted, and said at most once a second per loop. */
+static void note_ahead(struct m0_loop *l, uint64_t after, uint64_t last)
+{
+        l->replays_ahead++;
+        if (l->ahead_logged_ms && l->now_ms < l->ahead_logged_ms + 1000)
+                return;
+        l->ahead_logged_ms = l->now_ms ? l->now_ms : 1;
+        m0__log(M0_LOG_NOTICE, l->index, NULL,
+                "a stream's Last-Event-ID %llu is past the newest id %llu: everything kept of its "
+                "channels is replayed (%llu such stream%s on loop %d so far)",
+                (unsigned long long)after, (unsigned long long)last,
+                (unsigned long long)l->replays_ahead, l->replays_ahead == 1 ? "" : "s", l->index);
+}
+
+/* The stream's first bytes (S1, H9): `: open`, then the reconnection delay. */
+static int first_bytes(struct m0_loop *l, struct m0_buf *w)
+{
+        static const char open[] = ": open\n\n";
+        int r = m0__buf_append(w, open, sizeof(open) - 1);
+        if (r == 0 && l->host->cfg.sse_retry_ms)
+                r = m0__buf_printf(w, "retry: %u\n\n", l->host->cfg.sse_retry_ms);
+        return r;
+}
+
 void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res)
 {
         struct m0_loop *l = c->loop;
         struct m0_buf *w = &l->wbuf;
-        static const char open[] = ": open\n\n";
         int r = m0__sse_head(l, res, false, w);
         if (r == 0)
-                r = m0__buf_append(w, open, sizeof(open) - 1);
+                r = first_bytes(l, w);
         if (r < 0) {
                 m0__conn_end(c);
                 return;
@@ -109,65 +223,138 @@ void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res)
         c->stream = true;
         link_stream(l, c);
 
-        /* Replay (B3): every kept frame after Last-Event-ID; the live ones follow with no gap and
-         * no duplicate because delivery skips what this stream's cursor has passed. */
-        struct m0_bus *b = &l->host->bus;
-        uint64_t after;
-        if (!last_event_id(req, &after)) {
-                c->cursor = m0__bus_last(b);
+        /* Replay (N2): every kept frame of the stream's channels after Last-Event-ID; the live
+         * ones follow with no gap and no duplicate because delivery skips what this stream's
+         * cursor has passed. */
+        uint64_t after = 0;
+        bool replay = last_event_id(req, &after), ahead = false;
+        struct m0_fvec got = {0};
+        r = follow_all(c, res, replay, after, &got, &ahead);
+        if (r < 0) {
+                m0__fvec_free(&got);
+                m0__sse_unlink(c);
+                m0__conn_end(c);
                 return;
         }
-        /* An id past the newest one is from before the ids started over (the fd store was
-         * flushed): everything kept is new to this client. */
-        if (after > m0__bus_last(b))
-                after = 0;
-        c->cursor = after;
-        for (;;) {
-                struct m0_frame *f[TAKE_BATCH];
-                uint64_t last, lost;
-                size_t n = m0__bus_take(b, c->cursor, f, TAKE_BATCH, &last, &lost);
-                if (l->observe & M0_OBSERVE_METRICS)
-                        m0__count(&l->stats.replayed, n);
-                for (size_t i = 0; i < n; i++) {
-                        if (r == 0)
-                                r = m0__buf_append(w, f[i]->bytes + f[i]->start,
-                                                   f[i]->end - f[i]->start);
-                        m0__frame_unref(f[i]);
-                }
-                c->cursor = last;
-                if (n < TAKE_BATCH || r < 0)
-                        break;
-        }
+        if (ahead)
+                note_ahead(l, after, c->cursor);
+        m0__fvec_sort(&got);
+        if (l->observe & M0_OBSERVE_METRICS)
+                m0__count(&l->stats.replayed, got.n);
+        for (size_t i = 0; i < got.n && r == 0; i++)
+                r = m0__buf_append(w, got.v[i]->bytes + got.v[i]->start,
+                                   got.v[i]->end - got.v[i]->start);
+        m0__fvec_free(&got);
 }
 
-/*
- * The loop's channel refused frames (B2, D45): every stream that would miss one of them is
- * ended after what it was already sent, so that its client reconnects with Last-Event-ID and
- * gets them from the replay ring, rather than going on past a hole. Logged at most once a second
- * per loop; the exit line counts them all.
- */
-static void close_behind(struct m0_loop *l, const struct m0_refusal *r)
+struct behind {
+        uint64_t last; /* the newest refused id of the channel */
+        unsigned closed;
+};
+
+/* A stream that would miss a refused frame is ended after what it was already sent. */
+static void close_if_behind(void *ud, struct m0_sub *sub)
+{
+        struct behind *bh = ud;
+        struct m0_conn *c = sub->c;
+        if (c->cursor >= bh->last)
+                return; /* opened after the refused frames: it has them already */
+        m0__sse_unlink(c);
+        m0__conn_end(c);
+        bh->closed++;
+}
+
+/* Every stream behind `last` that follows any channel: when more channels were refused than
+ * the queue could name, a superset of those that would miss a frame. */
+static unsigned close_all_behind(struct m0_loop *l, uint64_t last)
 {
         unsigned closed = 0;
         for (struct m0_conn *c = FIRST_STREAM(l), *next; c; c = next) {
-                next = NEXT_STREAM(c); /* a send may close c */
-                if (c->cursor >= r->last)
-                        continue; /* opened after the refused frames: it has them already */
+                next = NEXT_STREAM(c);
+                if (!c->nsubs || c->cursor >= last)
+                        continue;
                 m0__sse_unlink(c);
                 m0__conn_end(c);
                 closed++;
         }
-        m0__count(&l->chan_refused, r->count);
-        m0__count(&l->chan_closed, closed);
+        return closed;
+}
+
+static void log_full(struct m0_loop *l, const struct m0_refusal *r, unsigned closed)
+{
         if (l->chan_logged_ms && l->now_ms < l->chan_logged_ms + 1000)
                 return;
         l->chan_logged_ms = l->now_ms ? l->now_ms : 1;
+        char dropped[96] = "";
+        if (r->dropped)
+                snprintf(dropped, sizeof(dropped), "; %llu transient frame%s dropped",
+                         (unsigned long long)r->dropped, r->dropped == 1 ? "" : "s");
+        if (!r->count) {
+                m0__log(M0_LOG_WARNING, l->index, NULL,
+                        "loop %d's channel is full (--channel-frames %u)%s", l->index,
+                        l->host->cfg.channel_frames, dropped);
+                return;
+        }
         m0__log(M0_LOG_WARNING, l->index, NULL,
                 "loop %d's channel is full (--channel-frames %u): %llu frame%s from id %llu "
-                "refused; %u stream%s closed, to reconnect with Last-Event-ID",
+                "refused; %u stream%s closed, to reconnect with Last-Event-ID%s",
                 l->index, l->host->cfg.channel_frames, (unsigned long long)r->count,
                 r->count == 1 ? "" : "s", (unsigned long long)r->from, closed,
-                closed == 1 ? "" : "s");
+                closed == 1 ? "" : "s", dropped);
+}
+
+/*
+ * The loop's queue refused frames (B2, D45, D74): every stream that would miss one of them --
+ * it follows the frame's channel and its cursor is below the frame's id -- is ended after what
+ * it was already sent, so that its client reconnects with Last-Event-ID and gets them from the
+ * replay store, rather than going on past a hole. A transient frame is not replayed: losing one
+ * closes nothing. Logged at most once a second per loop; the exit line counts them all.
+ */
+static void close_behind(struct m0_loop *l, struct m0_refusal *r)
+{
+        unsigned closed = 0;
+        if (r->all) {
+                closed = close_all_behind(l, r->last);
+        } else if (r->count) {
+                size_t bucket = 0;
+                for (struct m0_hnode *n = m0__hmap_next(&r->chans, &bucket, NULL); n;
+                     n = m0__hmap_next(&r->chans, &bucket, n)) {
+                        struct m0_refused_chan *rc =
+                                M0__CONTAINER_OF(n, struct m0_refused_chan, node);
+                        struct behind bh = {.last = rc->last};
+                        m0__subs_match(&l->subs, rc->name, n->len, n->hash, close_if_behind, &bh);
+                        closed += bh.closed;
+                }
+        }
+        m0__count(&l->chan_refused, r->count);
+        l->chan_dropped += r->dropped;
+        m0__count(&l->chan_closed, closed);
+        log_full(l, r, closed);
+        m0__refusal_free(r);
+}
+
+struct delivery {
+        const struct m0_frame *f;
+        uint64_t stamp;
+        uint64_t sent; /* streams it was written to, for the metrics (O1) */
+};
+
+/* One frame to one stream that follows its channel, once, and only what its cursor has not
+ * passed: a transient frame only to a stream that followed before it was published. */
+static void deliver_one(void *ud, struct m0_sub *sub)
+{
+        struct delivery *d = ud;
+        const struct m0_frame *f = d->f;
+        struct m0_conn *c = sub->c;
+        if (c->stamp == d->stamp)
+                return; /* it follows this channel through another key too */
+        c->stamp = d->stamp;
+        if (f->transient ? f->seq < c->seq : c->cursor >= f->id)
+                return;
+        if (!f->transient)
+                c->cursor = f->id;
+        (void)m0__conn_send(c, f->bytes + f->start, f->end - f->start);
+        d->sent++;
 }
 
 bool m0__sse_deliver(struct m0_loop *l)
@@ -176,23 +363,18 @@ bool m0__sse_deliver(struct m0_loop *l)
         for (;;) {
                 struct m0_frame *f[TAKE_BATCH];
                 struct m0_refusal refused;
-                size_t n = m0__bus_take_channel(b, l->index, f, TAKE_BATCH, &refused);
+                size_t n = m0__bus_take_queue(b, l->index, f, TAKE_BATCH, &refused);
                 uint64_t sent = 0;
                 for (size_t i = 0; i < n; i++) {
-                        for (struct m0_conn *c = FIRST_STREAM(l), *next; c; c = next) {
-                                next = NEXT_STREAM(c); /* a send may close c */
-                                if (c->cursor >= f[i]->id)
-                                        continue;
-                                c->cursor = f[i]->id;
-                                (void)m0__conn_send(c, f[i]->bytes + f[i]->start,
-                                                    f[i]->end - f[i]->start);
-                                sent++;
-                        }
+                        struct delivery d = {.f = f[i], .stamp = ++l->deliver_stamp};
+                        m0__subs_match(&l->subs, f[i]->chan, f[i]->chan_len, f[i]->hash,
+                                       deliver_one, &d);
+                        sent += d.sent;
                         m0__frame_unref(f[i]);
                 }
                 if (l->observe & M0_OBSERVE_METRICS)
                         m0__count(&l->stats.delivered, sent);
-                if (refused.count)
+                if (refused.count || refused.dropped)
                         close_behind(l, &refused);
                 if (n < TAKE_BATCH)
                         return false;
@@ -230,8 +412,8 @@ void m0__sse_farewell(struct m0_loop *l)
         }
 }
 
-/* The bus's wake-up: flag each loop once and poke its mailbox eventfd on the 0→1 edge. */
-void m0__bus_wake_loops(void *ud, int skip_loop)
+/* The bus's wake-up: flag each loop of `mask` once and poke its mailbox eventfd on the 0→1 edge. */
+void m0__bus_wake_loops(void *ud, const uint64_t *mask)
 {
         struct m0_host *h = ud;
         /* A loop publishing itself delivers after the connection it serves, or at the end of
@@ -239,7 +421,7 @@ void m0__bus_wake_loops(void *ud, int skip_loop)
         struct m0_loop *self = m0__thread_loop_self();
         for (int i = 0; i < h->nloops; i++) {
                 struct m0_loop *l = &h->loops[i];
-                if (i == skip_loop)
+                if (!(mask[i / 64] & (UINT64_C(1) << (i % 64))))
                         continue;
                 if (!atomic_exchange(&l->bus_pending, true) && l != self) {
                         uint64_t one = 1;

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* sse.h: sse.c, server-sent event streams on a loop: the head, replay after Last-Event-ID, live
- * frames, heartbeats and the farewell (S1, B1-B3, H6, X1). */
+/* sse.h: sse.c, server-sent event streams on a loop: the head, the channels they follow, replay
+ * after Last-Event-ID, live frames, heartbeats and the farewell (S1, H6, H9, N1-N5, B2, X1). */
 #ifndef M0_SSE_H
 #define M0_SSE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "m0.h"
 
@@ -15,7 +16,8 @@ struct m0_loop;
 /* A stream's head (status line, the host's and the app's headers, the blank line) into `w`;
  * `close` adds Connection: close. Alone, it answers a HEAD on a stream route (H6). */
 int m0__sse_head(struct m0_loop *l, const m0_res *res, bool close, struct m0_buf *w);
-/* After the handler called m0_res_stream(): the stream's head, replay, and subscription. */
+/* After the handler called m0_res_stream() or m0_res_subscribe(): the stream's head and first
+ * bytes, its channels in the loop's index, the replay. */
 void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res);
 /* A publish woke this loop: deliver the new frames to its streams, a take of them (up to 64) per
  * item of the turn (D85). True when the turn ran out with frames still waiting. */
@@ -25,7 +27,7 @@ void m0__sse_heartbeat(struct m0_loop *l);
 void m0__sse_farewell(struct m0_loop *l);
 /* `c` stops being one of its loop's streams (it is closing). */
 void m0__sse_unlink(struct m0_conn *c);
-/* The bus's wake-up (any thread): flag each loop but `skip_loop` once, and poke its mailbox. */
-void m0__bus_wake_loops(void *ud, int skip_loop);
+/* The bus's wake-up (any thread): flag each loop of `mask` once, and poke its mailbox. */
+void m0__bus_wake_loops(void *ud, const uint64_t *mask);
 
 #endif /* M0_SSE_H */

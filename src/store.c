@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* store.c: the event-id counter and the replay ring in a memfd kept in systemd's fd store (B4). */
+/* store.c: the event ids and the replay store's channels in a memfd kept in systemd's fd store
+ * (B4, N6): a log of the kept frames, appended as they are published. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,63 +16,190 @@
 #include "store.h"
 
 /*
- * Layout of the memfd (native endianness: only this host on this machine reads it back):
- *   struct store_head, then `cap` index entries, then `data_size` bytes of frame text used as a
- *   circular byte ring. Entry id % cap describes frame `id`: where its bytes start (a position
- *   that only grows; modulo data_size in the ring) and how long they are. A frame is written
- *   before last_id names it, so a crash in the middle of a publish loses only that frame, whose
- *   id no client has seen (delivery follows the store).
+ * Layout of the memfd (native endianness: only this host on this machine reads it back), D77:
+ *   struct store_head, then a circular log of `log_size` bytes. The log holds one record per
+ *   frame the replay store keeps (struct rec_head, the channel's name, the frame's text), at
+ *   positions that only grow (modulo log_size in the memfd). Records between `tail` and `head`
+ *   may be live; a frame the replay store gave up leaves a dead record behind. To append, the
+ *   oldest live record at the tail is copied to the head (forwarded) before the tail moves past
+ *   it, so that a quiet channel's frames survive however much a busy one writes, and a crash at
+ *   any point leaves every live frame at least once in [tail, head) (twice at worst: the copies
+ *   have one id, and the restore keeps one). A record is written before `head` names it, and
+ *   `head` before `tail` passes its older copy.
  */
 
-#define STORE_MAGIC "m0bus-1"
-#define STORE_VERSION 1u
-#define NOT_KEPT UINT32_MAX
-
-struct store_entry {
-        uint64_t id;
-        uint64_t pos;
-        uint32_t len;
-        uint32_t pad;
-};
+#define STORE_MAGIC "m0bus-2"
+#define STORE_VERSION 2u
+#define V1_MAGIC "m0bus-1"
+#define V1_CAP_MAX 1048576u /* M0_REPLAY_FRAMES' range, which version 1 was made within */
+#define LOG_MIN (32u * 1024)
+#define LOG_MAX (512u * 1024 * 1024)
 
 struct store_head {
+        char magic[8];
+        uint32_t version;
+        uint32_t pad;
+        uint64_t log_size;
+        uint64_t last_id;
+        uint64_t head; /* bytes ever appended to the log */
+        uint64_t tail; /* where the oldest record that may be live starts */
+};
+
+struct rec_head {
+        uint64_t id;
+        uint32_t len; /* the whole record's */
+        uint16_t chan_len;
+        uint16_t pad;
+};
+
+/* Version 1's header (D19), read only for its last id. */
+struct v1_head {
         char magic[8];
         uint32_t version;
         uint32_t cap;
         uint64_t data_size;
         uint64_t last_id;
-        uint64_t data_head; /* total bytes ever written to the data ring */
-        struct store_entry idx[];
+        uint64_t data_head;
 };
 
-/* The shape is kept here as well as in the mapping: every index and ring offset is computed
+/* The shape and the log's ends are kept here as well as in the mapping: every offset is computed
  * from these copies, checked once at open, so no later write into the shared pages can send an
  * access outside them. */
 struct m0_store {
         int fd;
         size_t size;
         struct store_head *head;
-        char *data;
-        uint32_t cap;
-        uint64_t data_size;
+        char *log;
+        uint64_t log_size;
+        uint64_t w_head, w_tail;
+        size_t live;          /* bytes of the live records */
+        struct m0_list order; /* the frames whose copy is live, in log order */
+        size_t nlive;
 };
 
-/* The largest last id or byte count a passed store may hold: the largest id a bus hands out
- * (M0__ID_MAX, 2^62), so a store this host wrote is always taken back. */
-#define STORE_COUNT_MAX M0__ID_MAX
-
-static size_t data_size_for(size_t cap)
+size_t m0__store_log_size(size_t replay_bytes)
 {
-        size_t d = cap * 512;
-        return d < 64 * 1024 ? 64 * 1024 : d;
+        size_t n = replay_bytes / 2 & ~(size_t)7;
+        return n < LOG_MIN ? LOG_MIN : n > LOG_MAX ? LOG_MAX : n;
 }
 
-static size_t total_size(size_t cap, size_t data_size)
+/* A record longer than this is not copied: the frame is served and replayed while this process
+ * lives, and not after a restart. With the log kept at most half live, a copy always fits. */
+static uint64_t rec_max(const struct m0_store *s)
 {
-        return sizeof(struct store_head) + cap * sizeof(struct store_entry) + data_size;
+        return s->log_size / 8;
 }
 
-/* Map `fd` whole; s->cap is the shape it was made or checked for. */
+static uint64_t rec_len(const struct m0_frame *f)
+{
+        return sizeof(struct rec_head) + f->chan_len + (f->end - f->start);
+}
+
+/* ---- the log, circular: bytes in and out at a position ---- */
+
+static void put(struct m0_store *s, uint64_t pos, const void *src, size_t n)
+{
+        size_t at = (size_t)(pos % s->log_size);
+        size_t first = n < s->log_size - at ? n : (size_t)(s->log_size - at);
+        memcpy(s->log + at, src, first);
+        memcpy(s->log, (const char *)src + first, n - first);
+}
+
+static void get(const struct m0_store *s, uint64_t pos, void *dst, size_t n)
+{
+        size_t at = (size_t)(pos % s->log_size);
+        size_t first = n < s->log_size - at ? n : (size_t)(s->log_size - at);
+        memcpy(dst, s->log + at, first);
+        memcpy((char *)dst + first, s->log, n - first);
+}
+
+static uint64_t space(const struct m0_store *s)
+{
+        return s->log_size - (s->w_head - s->w_tail);
+}
+
+/* `f`'s record at the head, which then names it. */
+static void append(struct m0_store *s, struct m0_frame *f)
+{
+        struct rec_head rh = {.id = f->id, .len = (uint32_t)rec_len(f), .chan_len = f->chan_len};
+        put(s, s->w_head, &rh, sizeof(rh));
+        put(s, s->w_head + sizeof(rh), f->chan, f->chan_len);
+        put(s, s->w_head + sizeof(rh) + f->chan_len, f->bytes + f->start, f->end - f->start);
+        f->log_pos = s->w_head;
+        m0__list_push(&s->order, &f->log);
+        s->w_head += rh.len;
+        /* Publish order: the record, then the head that names it. */
+        atomic_thread_fence(memory_order_release);
+        s->head->head = s->w_head;
+}
+
+/*
+ * One step towards room at the head: the tail moves to the oldest live record, past dead ones,
+ * or that record is forwarded to the head (its copy at the tail is then dead). A record that
+ * cannot be forwarded -- only after a restore, before the log was kept half live -- loses its
+ * copy rather than the log its head.
+ */
+static void lose_copy(struct m0_store *s, struct m0_frame *f)
+{
+        m0__list_unlink(&s->order, &f->log);
+        f->log_pos = M0__NO_LOG;
+        s->live -= rec_len(f);
+        s->nlive--;
+}
+
+static void clean(struct m0_store *s, bool forward)
+{
+        struct m0_frame *o = M0__LIST_FIRST(&s->order, struct m0_frame, log);
+        if (!o || o->log_pos > s->w_tail) {
+                s->w_tail = o ? o->log_pos : s->w_head;
+                atomic_thread_fence(memory_order_release);
+                s->head->tail = s->w_tail;
+                return;
+        }
+        if (!forward || space(s) < rec_len(o)) {
+                lose_copy(s, o);
+                return;
+        }
+        m0__list_unlink(&s->order, &o->log);
+        append(s, o);
+}
+
+void m0__store_keep(struct m0_store *s, struct m0_frame *f)
+{
+        uint64_t len = rec_len(f);
+        if (len > rec_max(s))
+                return;
+        /* A quarter of the log free before each append: room for any record, and for the
+         * forwarding of any record while making room. With the log at most half live, one
+         * lap of forwarding gets there; the bound on the steps is for a log just restored. */
+        for (size_t steps = 2 * s->nlive + 2; space(s) < s->log_size / 4 && steps; steps--)
+                clean(s, true);
+        while (space(s) < len)
+                clean(s, false);
+        append(s, f);
+        s->live += len;
+        s->nlive++;
+}
+
+void m0__store_drop(struct m0_store *s, struct m0_frame *f)
+{
+        if (f->log_pos != M0__NO_LOG)
+                lose_copy(s, f);
+}
+
+size_t m0__store_live(const struct m0_store *s)
+{
+        return s->live;
+}
+
+void m0__store_set_last(struct m0_store *s, uint64_t last)
+{
+        atomic_thread_fence(memory_order_release);
+        s->head->last_id = last;
+}
+
+/* ---- the memfd ---- */
+
 static int map(struct m0_store *s, int fd, size_t size)
 {
         void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -80,32 +208,32 @@ static int map(struct m0_store *s, int fd, size_t size)
         s->fd = fd;
         s->size = size;
         s->head = p;
-        s->data =
-                (char *)p + sizeof(struct store_head) + (size_t)s->cap * sizeof(struct store_entry);
+        s->log = (char *)p + sizeof(struct store_head);
         return 0;
 }
 
-static int create(struct m0_store *s, size_t cap)
+static void unmap(struct m0_store *s)
 {
-        int fd = memfd_create("m0-bus", MFD_CLOEXEC);
+        if (s->head)
+                munmap(s->head, s->size);
+        s->head = NULL;
+}
+
+/* A new memfd of a log of `log_size` bytes, empty, ids after `last`. */
+static int create(struct m0_store *s, uint64_t log_size, uint64_t last)
+{
+        int fd = memfd_create(M0__STORE_NAME, MFD_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        size_t ds = data_size_for(cap);
-        size_t size = total_size(cap, ds);
-        if (ftruncate(fd, (off_t)size) < 0) {
-                int r = -errno;
+        size_t size = sizeof(struct store_head) + (size_t)log_size;
+        struct store_head h = {.version = STORE_VERSION, .log_size = log_size, .last_id = last};
+        memcpy(h.magic, STORE_MAGIC, sizeof(h.magic));
+        if (ftruncate(fd, (off_t)size) < 0 || pwrite(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
+                int r = errno ? -errno : -EIO;
                 close(fd);
                 return r;
         }
-        /* A fresh memfd reads as zeros: set the header before mapping computes the data area. */
-        struct store_head h = {.version = STORE_VERSION, .cap = (uint32_t)cap, .data_size = ds};
-        memcpy(h.magic, STORE_MAGIC, sizeof(h.magic));
-        if (pwrite(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
-                close(fd);
-                return -EIO;
-        }
-        s->cap = (uint32_t)cap;
-        s->data_size = ds;
+        *s = (struct m0_store){.log_size = log_size};
         int r = map(s, fd, size);
         if (r < 0)
                 close(fd);
@@ -113,12 +241,73 @@ static int create(struct m0_store *s, size_t cap)
 }
 
 /*
- * Open a memfd handed back by systemd. Its content came from outside the process: any process of
- * the unit may have stored an entry of this name, so every header field is checked against the
- * shape this host writes (D46) before anything past the header is read. Returns 0, or -EBADMSG
- * (or the -errno of a failed call) with `why` saying what does not fit.
+ * Version 1 (D19, D46): its header checked as it was, for its last id alone -- its frames name no
+ * channel, so no stream could follow them. 0 and *ret_last, or -EBADMSG with `why`.
  */
-static int open_passed(struct m0_store *s, int fd, char *why, size_t why_len)
+static int open_v1(int fd, uint64_t size, uint64_t *ret_last, char *why, size_t why_len)
+{
+        struct v1_head h;
+        if (size < sizeof(h) || pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
+                snprintf(why, why_len, "%llu bytes, shorter than version 1's %zu-byte header",
+                         (unsigned long long)size, sizeof(h));
+                return -EBADMSG;
+        }
+        uint64_t ds = (uint64_t)h.cap * 512 < 65536 ? 65536 : (uint64_t)h.cap * 512;
+        if (h.version != 1 || h.cap < 1 || h.cap > V1_CAP_MAX || h.data_size != ds ||
+            size != sizeof(h) + (uint64_t)h.cap * 24 + ds) {
+                snprintf(why, why_len, "a version 1 header of another shape (%u slots, %llu bytes)",
+                         h.cap, (unsigned long long)size);
+                return -EBADMSG;
+        }
+        if (h.last_id > M0__STORE_COUNT_MAX) {
+                snprintf(why, why_len, "last id %llu, past the largest id (%llu)",
+                         (unsigned long long)h.last_id, (unsigned long long)M0__STORE_COUNT_MAX);
+                return -EBADMSG;
+        }
+        *ret_last = h.last_id;
+        return 0;
+}
+
+/* The header of a passed version 2 store against the shape this host writes (D46, D77). */
+static int check_head(const struct store_head *h, uint64_t size, char *why, size_t why_len)
+{
+        if (h->version != STORE_VERSION) {
+                snprintf(why, why_len, "version %u, where this host writes %u", h->version,
+                         STORE_VERSION);
+                return -EBADMSG;
+        }
+        if (h->log_size < LOG_MIN || h->log_size > LOG_MAX) {
+                snprintf(why, why_len, "a log of %llu bytes, outside %u-%u",
+                         (unsigned long long)h->log_size, LOG_MIN, LOG_MAX);
+                return -EBADMSG;
+        }
+        if (size != sizeof(*h) + h->log_size) {
+                snprintf(why, why_len, "%llu bytes, where a log of %llu takes %llu",
+                         (unsigned long long)size, (unsigned long long)h->log_size,
+                         (unsigned long long)(sizeof(*h) + h->log_size));
+                return -EBADMSG;
+        }
+        if (h->last_id > M0__STORE_COUNT_MAX || h->head > M0__STORE_COUNT_MAX) {
+                snprintf(why, why_len, "last id %llu or head %llu, past %llu",
+                         (unsigned long long)h->last_id, (unsigned long long)h->head,
+                         (unsigned long long)M0__STORE_COUNT_MAX);
+                return -EBADMSG;
+        }
+        if (h->tail > h->head || h->head - h->tail > h->log_size) {
+                snprintf(why, why_len, "records from %llu to %llu, more than its log holds",
+                         (unsigned long long)h->tail, (unsigned long long)h->head);
+                return -EBADMSG;
+        }
+        return 0;
+}
+
+/*
+ * Open a memfd handed back by systemd. Its content came from outside the process: any process of
+ * the unit may have stored an entry of this name, so the header is checked whole before anything
+ * past it is read. 0 (a version 2 store, mapped), 1 (version 1: *ret_last is its last id, the
+ * memfd is closed), or -EBADMSG (or a failed call's -errno) with `why` saying what does not fit.
+ */
+static int open_passed(struct m0_store *s, int fd, uint64_t *ret_last, char *why, size_t why_len)
 {
         struct stat st;
         struct store_head h;
@@ -131,72 +320,35 @@ static int open_passed(struct m0_store *s, int fd, char *why, size_t why_len)
                 snprintf(why, why_len, "not a memfd or regular file");
                 return -EBADMSG;
         }
-        if ((uint64_t)st.st_size < sizeof(h) || pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
-                snprintf(why, why_len, "%lld bytes, shorter than its %zu-byte header",
-                         (long long)st.st_size, sizeof(h));
+        uint64_t size = (uint64_t)st.st_size;
+        if (size >= 8 && pread(fd, h.magic, 8, 0) == 8 && !memcmp(h.magic, V1_MAGIC, 8)) {
+                int r = open_v1(fd, size, ret_last, why, why_len);
+                return r < 0 ? r : 1;
+        }
+        if (size < sizeof(h) || pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
+                snprintf(why, why_len, "%llu bytes, shorter than its %zu-byte header",
+                         (unsigned long long)size, sizeof(h));
                 return -EBADMSG;
         }
         if (memcmp(h.magic, STORE_MAGIC, sizeof(h.magic)) != 0) {
                 snprintf(why, why_len, "no '%s' header", STORE_MAGIC);
                 return -EBADMSG;
         }
-        if (h.version != STORE_VERSION) {
-                snprintf(why, why_len, "version %u, where this host writes %u", h.version,
-                         STORE_VERSION);
-                return -EBADMSG;
-        }
-        if (h.cap < 1 || h.cap > M0__REPLAY_FRAMES_MAX) {
-                snprintf(why, why_len, "%u slots, outside 1-%u", h.cap, M0__REPLAY_FRAMES_MAX);
-                return -EBADMSG;
-        }
-        /* cap is at most 2^20 here, so neither sum below can overflow 64 bits. */
-        uint64_t ds = data_size_for(h.cap);
-        if (h.data_size != ds) {
-                snprintf(why, why_len, "a data ring of %llu bytes, where %u slots take %llu",
-                         (unsigned long long)h.data_size, h.cap, (unsigned long long)ds);
-                return -EBADMSG;
-        }
-        uint64_t want = sizeof(h) + (uint64_t)h.cap * sizeof(struct store_entry) + ds;
-        if ((uint64_t)st.st_size != want || want > SIZE_MAX) {
-                snprintf(why, why_len, "%lld bytes, where %u slots take %llu",
-                         (long long)st.st_size, h.cap, (unsigned long long)want);
-                return -EBADMSG;
-        }
-        if (h.last_id > STORE_COUNT_MAX) {
-                snprintf(why, why_len, "last id %llu, past the largest id (%llu)",
-                         (unsigned long long)h.last_id, (unsigned long long)STORE_COUNT_MAX);
-                return -EBADMSG;
-        }
-        /* Each id adds at most a quarter of the ring (larger frames are not kept), and a publish
-         * advances data_head before last_id: no store of ours has written more than this. */
-        uint64_t most;
-        if (__builtin_mul_overflow(h.last_id + 1, ds / 4, &most) || most > STORE_COUNT_MAX)
-                most = STORE_COUNT_MAX;
-        if (h.data_head > most) {
-                snprintf(why, why_len, "%llu bytes written, more than %llu events can write",
-                         (unsigned long long)h.data_head, (unsigned long long)h.last_id + 1);
-                return -EBADMSG;
-        }
-        s->cap = h.cap;
-        s->data_size = ds;
-        int r = map(s, fd, (size_t)want);
+        int r = check_head(&h, size, why, why_len);
+        if (r < 0)
+                return r;
+        *s = (struct m0_store){.log_size = h.log_size, .w_head = h.head, .w_tail = h.tail};
+        r = map(s, fd, (size_t)size);
         if (r < 0)
                 snprintf(why, why_len, "mmap: %s", strerror(-r));
         return r;
 }
 
-static void unmap(struct m0_store *s)
-{
-        if (s->head)
-                munmap(s->head, s->size);
-        s->head = NULL;
-}
-
 /*
- * Whether bytes[0, len) are one event exactly as bus.c's frame_build() writes it for `id`:
- * "id: <id>\n", at most one "event: <name>\n" (a name of one byte or more), one or more
- * "data: <text>\n", then "\n" -- with no NUL or CR anywhere and no LF but those. Anything else
- * sent on a stream could end the event early or start one the bus never published.
+ * Whether bytes[0, len) are one event exactly as bus.c writes it for `id`: "id: <id>\n", at most
+ * one "event: <name>\n" (a name of one byte or more), one or more "data: <text>\n", then "\n" --
+ * with no NUL or CR anywhere and no LF but those. Anything else sent on a stream could end the
+ * event early or start one the bus never published.
  */
 static bool frame_is_event(const char *bytes, size_t len, uint64_t id)
 {
@@ -225,80 +377,150 @@ static bool frame_is_event(const char *bytes, size_t len, uint64_t id)
 }
 
 struct restored {
-        size_t kept;    /* frames put in the bus's ring */
-        size_t refused; /* entries that claimed a frame and were not one */
+        struct m0_fvec got; /* the records that are frames, in log order */
+        size_t refused;     /* records that were not */
         uint64_t first_refused;
-        const char *why; /* what was wrong with the first refused entry */
+        const char *why; /* what was wrong with the first refused record */
 };
 
-/*
- * Put the kept frames of `s` into the bus's ring: the newest of the last ids that both the
- * store and the ring have room for. Each entry is read once into a local copy and checked
- * against the shape fixed at open before its bytes are copied: inside the bytes written, still
- * within the last ring's worth of them, past the previous frame restored (so the copies add up
- * to one ring at most), and one well-formed event with its own id. An entry that fails is
- * counted and cleared.
- */
-static struct restored restore(struct m0_store *s, struct m0_bus *b)
+static void refused(struct restored *out, uint64_t id, const char *why)
 {
-        struct store_head *h = s->head;
-        struct restored out = {0};
-        uint64_t last = h->last_id, written = h->data_head, ds = s->data_size;
-        uint64_t room = s->cap < b->cap ? s->cap : b->cap;
-        uint64_t first = last >= room ? last - room + 1 : 1;
-        uint64_t end = 0; /* where the last frame restored ends */
-        for (uint64_t id = first; id && id <= last; id++) {
-                struct store_entry e = h->idx[id % s->cap];
-                if (e.id != id || e.len == NOT_KEPT)
-                        continue; /* never kept, or its slot reused since */
-                const char *bad = NULL;
-                if (e.len == 0 || e.len > ds / 4)
-                        bad = "a length this host never keeps";
-                else if (e.pos > written || e.len > written - e.pos)
-                        bad = "bytes past those written";
-                else if (written - e.pos > ds)
-                        continue; /* overwritten since */
-                else if (e.pos < end)
-                        bad = "bytes overlapping the frame before it";
-                struct m0_frame *f = NULL;
-                if (!bad) {
-                        f = malloc(sizeof(*f) + e.len);
-                        if (!f)
-                                break;
-                        size_t at = (size_t)(e.pos % ds);
-                        size_t first_part = e.len < ds - at ? e.len : (size_t)(ds - at);
-                        memcpy(f->bytes, s->data + at, first_part);
-                        memcpy(f->bytes + first_part, s->data, e.len - first_part);
-                        if (!frame_is_event(f->bytes, e.len, id))
-                                bad = "bytes that are not one well-formed event";
-                }
-                if (bad) {
-                        /* Reported once: the entry is cleared in the store that goes on. */
-                        h->idx[id % s->cap].id = 0;
-                        free(f);
-                        if (!out.refused++) {
-                                out.first_refused = id;
-                                out.why = bad;
-                        }
-                        continue;
-                }
-                end = e.pos + e.len;
-                atomic_init(&f->refs, 1);
-                f->id = id;
-                f->skip = -1;
-                f->start = 0;
-                f->end = e.len;
-                struct m0_frame **slot = &b->ring[id % b->cap];
-                m0__frame_unref(*slot);
-                *slot = f;
-                out.kept++;
+        if (!out->refused++) {
+                out->first_refused = id;
+                out->why = why;
         }
-        b->last_id = last;
-        b->count = last < b->cap ? (size_t)last : b->cap;
-        return out;
 }
 
-/* ", 3 not restored (the first, id 7, has …)" when entries were refused, else "". */
+/* What is wrong with record `rh` of bytes `body` (its channel, then its text), or NULL. */
+static const char *check_rec(const struct rec_head *rh, const char *body, uint64_t last)
+{
+        size_t tl = rh->len - sizeof(*rh) - rh->chan_len;
+        if (!m0__channel_ok(body, rh->chan_len) || body[rh->chan_len - 1] == '*')
+                return "a channel name this host never writes";
+        if (rh->id == 0 || rh->id > last)
+                return "an id past the store's last";
+        if (!frame_is_event(body + rh->chan_len, tl, rh->id))
+                return "bytes that are not one well-formed event";
+        return NULL;
+}
+
+/*
+ * Read the records of [tail, head) into frames. Each header is read once into a local copy and
+ * checked against the shape fixed at open before its bytes are copied: a length this host
+ * writes, inside [tail, head); then its channel and its text, one well-formed event of its own
+ * id. A record that fails is counted and skipped; one whose length cannot be trusted ends the
+ * walk, since the next record starts where its length says.
+ */
+static int scan(struct m0_store *s, uint64_t last, struct restored *out)
+{
+        for (uint64_t pos = s->w_tail; pos < s->w_head;) {
+                struct rec_head rh;
+                uint64_t left = s->w_head - pos;
+                if (left >= sizeof(rh))
+                        get(s, pos, &rh, sizeof(rh));
+                if (left < sizeof(rh) || rh.chan_len < 1 || rh.chan_len > M0__CHANNEL_MAX ||
+                    rh.len < sizeof(rh) + rh.chan_len + 2 || rh.len > rec_max(s) || rh.len > left) {
+                        refused(out, left >= sizeof(rh) ? rh.id : 0,
+                                "a length this host never writes");
+                        return 0;
+                }
+                char *body = malloc(rh.len - sizeof(rh));
+                if (!body)
+                        return -ENOMEM;
+                get(s, pos + sizeof(rh), body, rh.len - sizeof(rh));
+                const char *bad = check_rec(&rh, body, last);
+                struct m0_frame *f = NULL;
+                if (!bad) {
+                        f = m0__frame_restored(rh.id, body, rh.chan_len, body + rh.chan_len,
+                                               rh.len - sizeof(rh) - rh.chan_len);
+                        if (!f || m0__fvec_push(&out->got, f) < 0) {
+                                free(f);
+                                free(body);
+                                return -ENOMEM;
+                        }
+                        f->log_pos = pos;
+                }
+                free(body);
+                if (bad)
+                        refused(out, rh.id, bad);
+                pos += rh.len;
+        }
+        return 0;
+}
+
+static int by_pos(const void *a, const void *b)
+{
+        uint64_t x = (*(struct m0_frame *const *)a)->log_pos;
+        uint64_t y = (*(struct m0_frame *const *)b)->log_pos;
+        return x < y ? -1 : x > y;
+}
+
+struct gather {
+        struct m0_frame **v;
+        size_t n, cap;
+};
+
+static void gather(void *ud, struct m0_frame *f)
+{
+        struct gather *g = ud;
+        if (f->log_pos == M0__NO_LOG)
+                return;
+        if (g->n < g->cap)
+                g->v[g->n++] = f;
+        else
+                f->log_pos = M0__NO_LOG; /* no memory to list it: its copy is dead */
+}
+
+/* The log's order again, from the frames kept that have a copy in it. */
+static void relist(struct m0_store *s, struct m0_bus *b)
+{
+        struct gather g = {.cap = b->replay.frames};
+        g.v = malloc((g.cap ? g.cap : 1) * sizeof(*g.v));
+        if (!g.v)
+                g.cap = 0;
+        m0__replay_each(&b->replay, gather, &g);
+        if (g.n > 1)
+                qsort(g.v, g.n, sizeof(*g.v), by_pos);
+        for (size_t i = 0; i < g.n; i++) {
+                m0__list_push(&s->order, &g.v[i]->log);
+                s->live += rec_len(g.v[i]);
+                s->nlive++;
+        }
+        free(g.v);
+}
+
+/* By id; of two copies of one id, the later in the log first. */
+static int by_id_later(const void *a, const void *b)
+{
+        const struct m0_frame *x = *(struct m0_frame *const *)a, *y = *(struct m0_frame *const *)b;
+        if (x->id != y->id)
+                return x->id < y->id ? -1 : 1;
+        return x->log_pos > y->log_pos ? -1 : x->log_pos < y->log_pos;
+}
+
+/*
+ * The frames read from a store, in id order, into the replay store, which keeps what its bounds
+ * allow (writing copies into `into`, or none while NULL: the frames keep the places they were
+ * read from). Two copies of one id -- a forward that a crash caught between its write and the
+ * tail's move -- are one frame: the later.
+ */
+static void feed(struct m0_bus *b, struct restored *n, struct m0_store *into)
+{
+        if (n->got.n > 1)
+                qsort(n->got.v, n->got.n, sizeof(*n->got.v), by_id_later);
+        b->replay.store = into;
+        for (size_t i = 0; i < n->got.n; i++) {
+                struct m0_frame *f = n->got.v[i];
+                if (i > 0 && n->got.v[i - 1]->id == f->id)
+                        continue;
+                if (into)
+                        f->log_pos = M0__NO_LOG;
+                (void)m0__replay_keep(&b->replay, f);
+        }
+        m0__fvec_free(&n->got);
+}
+
+/* ", 3 not restored (the first, id 7, has …)" when records were refused, else "". */
 static void describe_refused(const struct restored *r, char *out, size_t len)
 {
         out[0] = '\0';
@@ -307,61 +529,96 @@ static void describe_refused(const struct restored *r, char *out, size_t len)
                          (unsigned long long)r->first_refused, r->why);
 }
 
-void m0__store_note(struct m0_bus *b, const struct m0_frame *f)
+static void forget(struct m0_store *s)
 {
-        struct m0_store *s = b->store;
-        struct store_head *h = s->head;
-        struct store_entry *e = &h->idx[f->id % s->cap];
-        size_t len = f->end - f->start;
-        if (len > s->data_size / 4) {
-                e->id = f->id;
-                e->len = NOT_KEPT; /* too large to keep: replay after a restart skips it */
-        } else {
-                size_t at = (size_t)(h->data_head % s->data_size);
-                size_t first_part = len < s->data_size - at ? len : (size_t)(s->data_size - at);
-                memcpy(s->data + at, f->bytes + f->start, first_part);
-                memcpy(s->data, f->bytes + f->start + first_part, len - first_part);
-                e->id = f->id;
-                e->pos = h->data_head;
-                e->len = (uint32_t)len;
-                h->data_head += len;
-        }
-        /* Publish order: the frame, then the id that names it. */
-        atomic_thread_fence(memory_order_release);
-        h->last_id = f->id;
+        unmap(s);
+        if (s->fd >= 0)
+                close(s->fd);
+        *s = (struct m0_store){.fd = -1};
 }
 
-/* Carry the frames of the passed store `s` (of another cap) into a new memfd of the bus's shape,
- * which replaces it in `s`. */
-static int resize(struct m0_store *s, struct m0_bus *b, char *msg, size_t msg_len)
+/*
+ * A passed version 2 store `s`: its frames back into the bus. Of the shape this host writes, it
+ * stays as it is in the fd store (*ret_keep); of another (M0_REPLAY_BYTES changed), the frames go
+ * into a new memfd of the new shape, which replaces it.
+ */
+static int take_back(struct m0_store *s, struct m0_bus *b, uint64_t log_size, bool *ret_keep,
+                     char *msg, size_t msg_len)
 {
-        struct m0_store old = *s;
-        struct restored n = restore(&old, b);
-        uint64_t last = b->last_id;
-        unmap(&old);
-        close(old.fd);
-        *s = (struct m0_store){.fd = -1};
-        (void)sd_notify(0, "FDSTOREREMOVE=1\nFDNAME=" M0__STORE_NAME);
-        int r = create(s, b->cap);
-        if (r < 0)
+        struct restored n = {0};
+        uint64_t last = s->head->last_id;
+        int r = scan(s, last, &n);
+        if (r < 0) {
+                m0__fvec_free(&n.got);
                 return r;
-        b->store = s;
-        for (uint64_t id = last >= b->cap ? last - b->cap + 1 : 1; id && id <= last; id++)
-                if (b->ring[id % b->cap] && b->ring[id % b->cap]->id == id)
-                        m0__store_note(b, b->ring[id % b->cap]);
-        s->head->last_id = last;
-        char refused[160];
-        describe_refused(&n, refused, sizeof(refused));
+        }
+        char refusals[200];
+        describe_refused(&n, refusals, sizeof(refusals));
+        b->last_id = last;
+        *ret_keep = s->log_size == log_size;
+        if (*ret_keep) {
+                feed(b, &n, NULL);
+                relist(s, b);
+                b->replay.store = s;
+        } else {
+                forget(s);
+                (void)sd_notify(0, "FDSTOREREMOVE=1\nFDNAME=" M0__STORE_NAME);
+                r = create(s, log_size, last);
+                if (r < 0) {
+                        m0__fvec_free(&n.got);
+                        return r;
+                }
+                feed(b, &n, s);
+        }
         snprintf(msg, msg_len,
-                 "event state taken back from the fd store and resized to %zu frames: ids "
-                 "continue after %llu, %zu frame%s kept%s",
-                 b->cap, (unsigned long long)last, n.kept, n.kept == 1 ? "" : "s", refused);
+                 "event state taken back from the fd store%s: ids continue after %llu, %llu "
+                 "frame%s of %zu channel%s kept for replay%s",
+                 *ret_keep ? "" : " into a log of a new size (M0_REPLAY_BYTES changed)",
+                 (unsigned long long)last, (unsigned long long)b->replay.frames,
+                 b->replay.frames == 1 ? "" : "s", b->replay.map.n, b->replay.map.n == 1 ? "" : "s",
+                 refusals);
         return 0;
 }
 
-int m0__store_open(struct m0_host *h, int passed_fd, char *msg, size_t msg_len)
+/* The passed fd, or a new store in its place: 0 with *ret_keep when the passed one stays. */
+static int open_or_replace(struct m0_store *s, struct m0_bus *b, int fd, uint64_t log_size,
+                           bool *ret_restored, bool *ret_keep, char *msg, size_t msg_len)
+{
+        char why[200];
+        uint64_t last = 0;
+        int r = open_passed(s, fd, &last, why, sizeof(why));
+        if (r == 0) {
+                *ret_restored = true;
+                r = take_back(s, b, log_size, ret_keep, msg, msg_len);
+                if (r < 0)
+                        forget(s);
+                return r;
+        }
+        /* Out of the store first, so that it cannot come back at the next start even if the
+         * new state cannot be made. */
+        close(fd);
+        (void)sd_notify(0, "FDSTOREREMOVE=1\nFDNAME=" M0__STORE_NAME);
+        if (r == 1) {
+                *ret_restored = true;
+                b->last_id = last;
+                snprintf(msg, msg_len,
+                         "event state of version 1 taken back from the fd store: ids continue "
+                         "after %llu; its frames name no channel and are not kept",
+                         (unsigned long long)last);
+        } else {
+                snprintf(msg, msg_len,
+                         "the fd store's '%s' is not m0 event state (%s): replaced by a new one",
+                         M0__STORE_NAME, why);
+        }
+        return create(s, log_size, last);
+}
+
+int m0__store_open(struct m0_host *h, int passed_fd, bool *ret_restored, char *msg, size_t msg_len)
 {
         struct m0_bus *b = &h->bus;
+        uint64_t log_size = m0__store_log_size(h->cfg.replay_bytes);
+        size_t whole = b->replay.limit;
+        *ret_restored = false;
         struct m0_store *s = calloc(1, sizeof(*s));
         if (!s) {
                 if (passed_fd >= 0)
@@ -369,48 +626,28 @@ int m0__store_open(struct m0_host *h, int passed_fd, char *msg, size_t msg_len)
                 return -ENOMEM;
         }
         s->fd = -1;
-        bool send = true;
-        int r = 0;
+        /* M0_REPLAY_BYTES bounds the process's copy and the memfd together (D77). */
+        b->replay.limit = whole > log_size ? whole - log_size : 0;
+        b->replay.log_limit = (size_t)log_size / 2;
+        bool keep = false;
+        int r;
         if (passed_fd < 0) {
-                r = create(s, b->cap);
+                r = create(s, log_size, 0);
                 snprintf(msg, msg_len,
                          "no event state in the fd store (a first start, or systemctl stop "
-                         "flushed it): ids start at 1");
+                         "flushed it)");
         } else {
-                char why[160];
-                r = open_passed(s, passed_fd, why, sizeof(why));
-                if (r < 0) {
-                        /* Out of the store first, so that it cannot come back at the next start
-                         * even if the new state cannot be made. */
-                        close(passed_fd);
-                        (void)sd_notify(0, "FDSTOREREMOVE=1\nFDNAME=" M0__STORE_NAME);
-                        snprintf(msg, msg_len,
-                                 "the fd store's '%s' is not m0 event state (%s): replaced by a "
-                                 "new one, ids start at 1",
-                                 M0__STORE_NAME, why);
-                        r = create(s, b->cap);
-                } else if (s->cap == b->cap) {
-                        struct restored n = restore(s, b);
-                        char refused[160];
-                        describe_refused(&n, refused, sizeof(refused));
-                        snprintf(msg, msg_len,
-                                 "event state taken back from the fd store: ids continue after "
-                                 "%llu, %zu frame%s kept for replay%s",
-                                 (unsigned long long)b->last_id, n.kept, n.kept == 1 ? "" : "s",
-                                 refused);
-                        send = false; /* it is still in the store */
-                } else {
-                        /* M0_REPLAY_FRAMES changed: carry the frames into a memfd of the new
-                         * shape and swap it in the store. */
-                        r = resize(s, b, msg, msg_len);
-                }
+                r = open_or_replace(s, b, passed_fd, log_size, ret_restored, &keep, msg, msg_len);
         }
         if (r < 0) {
-                b->store = NULL;
+                b->replay.store = NULL;
+                b->replay.limit = whole;
                 free(s);
                 return r;
         }
-        if (send) {
+        b->store = s;
+        b->replay.store = s;
+        if (!keep) {
                 int fd = s->fd;
                 r = sd_pid_notify_with_fds(0, 0, "FDSTORE=1\nFDNAME=" M0__STORE_NAME, &fd, 1);
                 if (r <= 0) {
@@ -420,7 +657,6 @@ int m0__store_open(struct m0_host *h, int passed_fd, char *msg, size_t msg_len)
                                  r < 0 ? strerror(-r) : "no NOTIFY_SOCKET");
                 }
         }
-        b->store = s;
         return 0;
 }
 
@@ -429,9 +665,8 @@ void m0__store_close(struct m0_bus *b)
         struct m0_store *s = b->store;
         if (!s)
                 return;
-        unmap(s);
-        if (s->fd >= 0)
-                close(s->fd);
+        forget(s);
         free(s);
         b->store = NULL;
+        b->replay.store = NULL;
 }

@@ -52,7 +52,8 @@ def clean_env(extra=None):
         if not (
             k.startswith("M0_")
             or k.startswith("LISTEN_")
-            or k in ("NOTIFY_SOCKET", "JOURNAL_STREAM", "WATCHDOG_USEC", "WATCHDOG_PID")
+            or k in ("NOTIFY_SOCKET", "JOURNAL_STREAM", "WATCHDOG_USEC", "WATCHDOG_PID",
+                     "STATE_DIRECTORY")
         )
     }
     for k, v in (extra or {}).items():
@@ -125,6 +126,8 @@ class Server:
     watchdog_pid_self: set WATCHDOG_PID to the app's own PID (as LISTEN_PID is).
     collect_fds: receive notify datagrams with their SCM_RIGHTS fds; each datagram's fds are
       kept in `notify_fds` as (monotonic time, text, [fd, ...]) until take_notify_fds().
+    state_dir: True for a new state directory ($STATE_DIRECTORY, as StateDirectory= gives one:
+      ids then start at 1, N3), a path for that one; `state_dir` is its path after.
     """
 
     def __init__(
@@ -140,6 +143,7 @@ class Server:
         extra_fds=(),
         watchdog_pid_self=False,
         collect_fds=False,
+        state_dir=False,
     ):
         self.extra_fds = [(name, fd) for name, fd in extra_fds]
         self.watchdog_pid_self = watchdog_pid_self
@@ -153,6 +157,12 @@ class Server:
         self.env = dict(env or {})
         self.args = [str(a) for a in args]
         self.tmp = tempfile.mkdtemp(prefix="m0test-")
+        self.state_dir = None
+        if state_dir:
+            self.state_dir = state_dir if isinstance(state_dir, str) else os.path.join(self.tmp,
+                                                                                      "state")
+            os.makedirs(self.state_dir, exist_ok=True)
+            self.env["STATE_DIRECTORY"] = self.state_dir
         self.listeners = []  # (kind, name, socket)
         self.tcp_addr = None
         self.unix_path = None
@@ -832,7 +842,6 @@ KNOBS = [
     ("idle-timeout-ms", "M0_IDLE_TIMEOUT_MS", "60000"),
     ("max-connections", "M0_MAX_CONNECTIONS", "10000"),
     ("max-output-bytes", "M0_MAX_OUTPUT_BYTES", "1048576"),
-    ("replay-frames", "M0_REPLAY_FRAMES", "1024"),
     ("channel-frames", "M0_CHANNEL_FRAMES", "4096"),
     ("slice-requests", "M0_SLICE_REQUESTS", "256"),
     ("turn-budget-ms", "M0_TURN_BUDGET_MS", "10"),
@@ -848,6 +857,10 @@ KNOBS = [
     ("metrics-timeout-ms", "M0_METRICS_TIMEOUT_MS", "5000"),
     ("access-log-queue", "M0_ACCESS_LOG_QUEUE", "4096"),
     ("json-max-depth", "M0_JSON_MAX_DEPTH", "64"),
+    ("replay-per-channel", "M0_REPLAY_PER_CHANNEL", "64"),
+    ("replay-bytes", "M0_REPLAY_BYTES", "16777216"),
+    ("stream-max-channels", "M0_STREAM_MAX_CHANNELS", "16"),
+    ("sse-retry-ms", "M0_SSE_RETRY_MS", "2000"),
 ]
 
 
@@ -939,6 +952,10 @@ class SSEFrame:
 
     def __repr__(self):
         return f"<SSEFrame {self.raw!r}>"
+
+
+# A stream's first bytes (S1, H9), with the default M0_SSE_RETRY_MS.
+OPEN_BLOCKS = b": open\n\nretry: 2000\n\n"
 
 
 def open_stream(conn, path, headers=None, timeout=None):

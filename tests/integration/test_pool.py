@@ -5,7 +5,7 @@ opened from a pool thread is refused with 409."""
 
 import time
 
-from m0test import SSEReader, Server, check, eq, open_stream
+from m0test import OPEN_BLOCKS, SSEReader, Server, check, eq, open_stream
 
 JOB_MS = 300
 
@@ -125,14 +125,14 @@ def test_P2_stream_from_a_pool_thread_is_409():
 
 
 def test_P2_without_a_pool_the_same_route_streams():
-    with Server("host_check", env={"M0_HOSTCHECK_PERIOD_MS": 50}) as s:
+    with Server("host_check", env={"M0_HOSTCHECK_PERIOD_MS": 50}, state_dir=True) as s:
         s.wait_ready()
         c = s.connect()
         r = open_stream(c, "/events-from-func")
         eq(r.status, 200, "status of /events-from-func on the loop")
         eq(r.header("Content-Type"), "text/event-stream", "Content-Type")
         eq((r.header("x-worker"), r.header("x-thread")), ("0", "-1"), "where it ran")
-        eq(c.read_exact(8, timeout=5), b": open\n\n", "first bytes")
+        eq(c.read_exact(len(OPEN_BLOCKS), timeout=5), OPEN_BLOCKS, "first bytes")
         f = SSEReader(c).expect(5)
         eq((f.event, f.data), ("beat", [f'{{"beat":{f.id_int},"pid":{s.pid}}}']), "a beat")
         eq(s.stop(), 0, "exit status")

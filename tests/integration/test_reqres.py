@@ -101,7 +101,7 @@ def test_Q3_publish_json():
     with Server("host_check", env={"M0_HOSTCHECK_PERIOD_MS": "60000"}) as s:
         s.wait_ready()
         sc = s.connect()
-        eq(open_stream(sc, "/events").status, 200, "the stream")
+        eq(open_stream(sc, "/follow?channels=q").status, 200, "the stream of channel q")
         rd = SSEReader(sc)
         eq(rd.expect().comments, ["open"], "the stream's first block")
         r = s.connect().get("/q/publish")

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
-"""Streams and the bus (SPEC S1, B1, B2, B3, X1, A5): the stream's head and first bytes; every
+"""Streams and the bus (SPEC S1, H9, B1, B2, N2, X1, A5): the stream's head and first bytes; every
 beat reaches every stream on every loop with contiguous ids; Last-Event-ID replays exactly what
-was missed; heartbeats; the farewell at SIGTERM; the counter's broadcast; a subscriber that
-does not read is closed while its neighbours keep every frame."""
+was missed; heartbeats; the farewell at SIGTERM; the counter's events; a subscriber that does
+not read is closed while its neighbours keep every frame. The servers get a state directory, so
+that their ids start at 1 (N3)."""
 
 import re
 import select
@@ -13,6 +14,7 @@ import time
 
 from m0test import (
     IMF_FIXDATE,
+    OPEN_BLOCKS,
     SSEReader,
     Server,
     check,
@@ -22,6 +24,7 @@ from m0test import (
 )
 
 OPEN = b": open\n\n"
+RETRY = b"retry: 2000\n\n"
 BYE = b": bye\n\n"
 HEARTBEAT = b": heartbeat\n\n"
 
@@ -38,8 +41,8 @@ def stream(s, path="/events", headers=None):
     r = open_stream(c, path, headers)
     eq(r.status, 200, f"status of {path}")
     rd = SSEReader(c)
-    first = rd.expect(5)
-    eq(first.raw, OPEN, f"first bytes of {path}")
+    eq(rd.expect(5).raw, OPEN, f"first bytes of {path}")
+    eq(rd.expect(5).raw, RETRY, f"the reconnection delay of {path} (H9)")
     return rd, int(r.header("x-worker"))
 
 
@@ -76,15 +79,15 @@ def test_S1_stream_head_and_first_bytes():
                 "stream headers (no Content-Length, no Transfer-Encoding, no Connection)",
             )
             check(heads["x-worker"] in ("0", "1"), f"x-worker {heads['x-worker']!r}")
-            # The first body bytes, exactly, whatever follows them.
-            eq(c.read_exact(len(OPEN), timeout=5), OPEN, "first body bytes")
+            # The first body bytes, exactly, whatever follows them (S1, H9).
+            eq(c.read_exact(len(OPEN_BLOCKS), timeout=5), OPEN_BLOCKS, "first body bytes")
         eq(s.stop(), 0, "exit status")
 
 
 def test_B1_every_beat_on_every_stream_of_both_loops():
     """Four streams over two loops, beats every 50 ms for about 1.2 s: each stream gets every
     beat after it opened with contiguous ids, and the same bytes for the same id."""
-    with Server("host_check", env={"M0_THREADS": 2, "M0_HOSTCHECK_PERIOD_MS": 50}) as s:
+    with Server("host_check", env={"M0_THREADS": 2, "M0_HOSTCHECK_PERIOD_MS": 50}, state_dir=True) as s:
         s.wait_ready()
         opened = [stream(s) for _ in range(4)]
         loops = [lp for _, lp in opened]
@@ -112,7 +115,7 @@ def test_B1_every_beat_on_every_stream_of_both_loops():
 def test_B3_last_event_id_replays_the_missed_frames_once():
     """A stream reads a few beats and goes away; 400 ms later (about 8 beats) it comes back
     with Last-Event-ID: every frame after that id arrives once, in order, then live ones."""
-    with Server("host_check", env={"M0_THREADS": 2, "M0_HOSTCHECK_PERIOD_MS": 50}) as s:
+    with Server("host_check", env={"M0_THREADS": 2, "M0_HOSTCHECK_PERIOD_MS": 50}, state_dir=True) as s:
         s.wait_ready()
         ref, _ = stream(s)  # stays open: it says what was published meanwhile
         first, _ = stream(s)
@@ -154,7 +157,7 @@ def test_B3_N3_last_event_id_up_to_2_64_and_past_it():
     same (D48). Five beats are published, then the producer stops: each stream gets exactly
     beats 1-5, then nothing."""
     with Server("host_check", env={"M0_HOSTCHECK_PERIOD_MS": 10, "M0_HOSTCHECK_STEP_FAILS_AT": 6,
-                                   "M0_SSE_HEARTBEAT_MS": 0}) as s:
+                                   "M0_SSE_HEARTBEAT_MS": 0}, state_dir=True) as s:
         s.wait_ready()
         s.wait_log(r"producer step failed")
         every = [beat(i, s.pid) for i in range(1, 6)]
@@ -189,7 +192,7 @@ def test_S1_heartbeat_every_sse_heartbeat_ms():
     """--sse-heartbeat-ms 200 and no beats: the stream gets `: heartbeat` about every 200 ms;
     with the default (15 s) none comes in the same time."""
     env = {"M0_HOSTCHECK_PERIOD_MS": 600000}
-    with Server("host_check", env=env, args=["--sse-heartbeat-ms", "200"]) as s:
+    with Server("host_check", env=env, args=["--sse-heartbeat-ms", "200"], state_dir=True) as s:
         s.wait_ready()
         rd, _ = stream(s)
         blocks = [b for b in rd.read_for(1.3) if not (b.is_event and b.event == "beat")]
@@ -200,7 +203,7 @@ def test_S1_heartbeat_every_sse_heartbeat_ms():
         med = gaps[len(gaps) // 2]
         check(0.1 <= med <= 0.4, f"median gap between heartbeats {med:.3f}s (want about 0.2)")
         eq(s.stop(), 0, "exit status")
-    with Server("host_check", env=env) as s:
+    with Server("host_check", env=env, state_dir=True) as s:
         s.wait_ready()
         rd, _ = stream(s)
         blocks = [b for b in rd.read_for(1.3) if not (b.is_event and b.event == "beat")]
@@ -209,7 +212,7 @@ def test_S1_heartbeat_every_sse_heartbeat_ms():
 
 
 def test_X1_farewell_bye_then_eof_on_every_stream():
-    with Server("host_check", env={"M0_THREADS": 2, "M0_HOSTCHECK_PERIOD_MS": 50}) as s:
+    with Server("host_check", env={"M0_THREADS": 2, "M0_HOSTCHECK_PERIOD_MS": 50}, state_dir=True) as s:
         s.wait_ready()
         opened = [stream(s) for _ in range(4)]
         loops = [lp for _, lp in opened]
@@ -230,8 +233,8 @@ def test_X1_farewell_bye_then_eof_on_every_stream():
         s.close_conns()
 
 
-def test_A5_counter_broadcast_reaches_every_stream_on_every_loop():
-    with Server("counter", env={"M0_THREADS": 2}) as s:
+def test_A5_counter_events_reach_every_stream_on_every_loop():
+    with Server("counter", env={"M0_THREADS": 2}, state_dir=True) as s:
         s.wait_ready()
         opened = [stream(s) for _ in range(4)]
         loops = [lp for _, lp in opened]
@@ -247,12 +250,13 @@ def test_A5_counter_broadcast_reaches_every_stream_on_every_loop():
             eq(r.header("x-worker"), str(lp), f"x-worker of POST {path}")
             eid = r.header("x-event-id")
             eq(eid, str(k + 1), f"x-event-id of POST {path}")
-            want = f'id: {eid}\nevent: value\ndata: {{"value":{value}}}\n\n'.encode()
+            want = (f'id: {eid}\nevent: value\ndata: {{"counter":"default","value":{value}}}\n\n'
+                    .encode())
             for i, (rd, slp) in enumerate(opened):
                 eq(rd.expect(5).raw, want, f"stream {i} on loop {slp} after POST {path}")
         for i, (rd, _) in enumerate(opened):
             eq(rd.read_for(0.2), [], f"stream {i}: anything more")
-        eq(posters[1].get("/").body, b'{"value":1}\n', "GET / after the three POSTs")
+        eq(posters[1].get("/").body, b'{"default":1}\n', "GET / after the three POSTs")
         eq(s.stop(), 0, "exit status")
 
 
@@ -261,7 +265,7 @@ INCREMENT = b"POST /increment HTTP/1.1\r\nHost: test\r\n\r\n"
 
 def value_event(i):
     """The exact bytes of the counter's event i after i increments from 0 (ids start at 1)."""
-    return f'id: {i}\nevent: value\ndata: {{"value":{i}}}\n\n'.encode()
+    return f'id: {i}\nevent: value\ndata: {{"counter":"default","value":{i}}}\n\n'.encode()
 
 
 def _increments(poster, readers, n, seconds=40):
@@ -342,14 +346,15 @@ def test_B1_events_published_on_the_stream_s_own_loop_all_reach_it():
     events, in order, with no hole (a loop's own publishes outnumbering the replay ring within
     one read used to vanish). The same on two loops, a stream on each and the POSTs on loop 0."""
     n = 3000
-    with Server("counter", args=["--max-keepalive-requests", "0"]) as s:
+    with Server("counter", args=["--max-keepalive-requests", "0"], state_dir=True) as s:
         s.wait_ready()
         rd, _ = stream(s)
         answers, got = _increments(s.connect(), [rd], n)
         _acknowledged(answers, n)
         _value_events(got[0], 1, n, "the stream")
         eq(s.stop(), 0, "exit status")
-    with Server("counter", env={"M0_THREADS": 2}, args=["--max-keepalive-requests", "0"]) as s:
+    with Server("counter", env={"M0_THREADS": 2}, args=["--max-keepalive-requests", "0"],
+                state_dir=True) as s:
         s.wait_ready()
         opened = {}
         while len(opened) < 2:
@@ -376,8 +381,8 @@ def test_B2_full_channel_closes_its_streams_they_come_back_with_last_event_id():
     n = 3000
     # A slice of 64 requests publishes 64 frames before the loop delivers: more than 8.
     args = ["--max-keepalive-requests", "0", "--channel-frames", "8", "--slice-requests", "64",
-            "--replay-frames", "4096"]
-    with Server("counter", args=args) as s:
+            "--replay-per-channel", "4096"]
+    with Server("counter", args=args, state_dir=True) as s:
         s.wait_ready()
         rd, _ = stream(s)
         answers, got = _increments(s.connect(), [rd], n)
@@ -411,8 +416,8 @@ def test_B2_slow_subscriber_closed_others_keep_every_frame():
     --max-output-bytes the host closes it, while a reading stream on the same loop gets every
     frame; the closed client gets the rest back with Last-Event-ID."""
     env = {"M0_HOSTCHECK_PERIOD_MS": 1}
-    args = ["--max-output-bytes", "4096", "--replay-frames", "65536"]
-    with Server("host_check", env=env, args=args, start=False) as s:
+    args = ["--max-output-bytes", "4096", "--replay-per-channel", "65536"]
+    with Server("host_check", env=env, args=args, start=False, state_dir=True) as s:
         # Small kernel buffers on both ends (a SendBuffer= of the socket unit: accepted sockets
         # inherit it), so that the backlog reaches the host's bound in well under a second
         # rather than after megabytes of autotuned buffer.
@@ -449,8 +454,8 @@ def test_B2_slow_subscriber_closed_others_keep_every_frame():
         slow.close()
         head, sep, body = raw.partition(b"\r\n\r\n")
         check(sep and head.startswith(b"HTTP/1.1 200 OK\r\n"), f"slow stream head {head!r}")
-        check(body.startswith(OPEN), f"slow stream body {body[:40]!r}")
-        frames = body[len(OPEN) :].split(b"\n\n")
+        check(body.startswith(OPEN_BLOCKS), f"slow stream body {body[:40]!r}")
+        frames = body[len(OPEN_BLOCKS) :].split(b"\n\n")
         # What it was sent before the close: frames with contiguous ids and no farewell (the
         # bytes after the last blank line are a frame cut short, or nothing).
         frames.pop()
@@ -508,7 +513,7 @@ def _sim_frames(evs, where, loop):
 def test_S2_A3_producer_steps_leave_the_loop_fast():
     """sim_loop's producer arm (4 Hz, 200 ms of CPU per step): steps arrive as `event: sim`
     with contiguous ids while /now keeps answering in under 100 ms."""
-    with Server("sim_loop", env={"M0_SIM_HZ": 4, "M0_SIM_COST_MS": 200}) as s:
+    with Server("sim_loop", env={"M0_SIM_HZ": 4, "M0_SIM_COST_MS": 200}, state_dir=True) as s:
         s.wait_ready()
         took, evs = _now_while_streaming(s, 1.6)
         ids = _sim_frames(evs, "producer", -1)
@@ -522,7 +527,7 @@ def test_S3_A3_on_loop_arm_is_slow_and_still_producing():
     """The comparison arm (M0_SIM_ON_LOOP=1): the same step on loop 0's tick holds the loop,
     so some /now waits at least 150 ms, and the steps still arrive."""
     env = {"M0_SIM_HZ": 4, "M0_SIM_COST_MS": 200, "M0_SIM_ON_LOOP": 1}
-    with Server("sim_loop", env=env) as s:
+    with Server("sim_loop", env=env, state_dir=True) as s:
         s.wait_ready()
         took, evs = _now_while_streaming(s, 1.6)
         ids = _sim_frames(evs, "loop", 0)
@@ -536,7 +541,7 @@ def test_S2_sigterm_with_a_step_in_flight_exits_0():
     """Each step costs 300 ms (period 50): SIGTERM lands about 150 ms into a step; the streams
     get their farewell and the process exits 0 once the step returns."""
     env = {"M0_HOSTCHECK_STEP_COST_MS": 300, "M0_HOSTCHECK_PERIOD_MS": 50}
-    with Server("host_check", env=env) as s:
+    with Server("host_check", env=env, state_dir=True) as s:
         s.wait_ready()
         rd, _ = stream(s)
         f = rd.expect(5)  # published at the end of a step; the next starts 50 ms later

@@ -264,7 +264,8 @@ def test_A7_errors_are_problems():
 
 def test_A7_events():
     """/events carries each change as it is answered, `event: created|updated|deleted` with the
-    todo as data, and the producer's heartbeat (the count and the newest id)."""
+    todo as data and an id, and the producer's heartbeat (the count and the newest id), a transient
+    event with none."""
     with Dir() as d, start(d, M0_TODO_HEARTBEAT_MS="200") as s:
         sc = s.connect()
         head = open_stream(sc, "/events")
@@ -282,6 +283,8 @@ def test_A7_events():
             f = rd.next(1)
             if f is None or not f.is_event:
                 continue
+            # a change takes the next id; a heartbeat is transient (N4): none
+            eq(f.id is None, f.event == "heartbeat", f"the id of {f.event} {f.data_text}")
             (beats if f.event == "heartbeat" else changes).append(
                 f.data_text if f.event == "heartbeat" else (f.event, f.data_text))
         eq(changes, [("created", todo(1, "a").decode()), ("updated", todo(1, "a", True).decode()),

@@ -230,24 +230,33 @@ END_TEST
 START_TEST(publish_json)
 {
         struct m0_bus bus;
-        ck_assert_int_eq(m0_publish_json("e", json_true(), -1), -ENOTCONN); /* no host */
-        ck_assert_int_eq(m0__bus_init(&bus, 8, 1, 8), 0);
+        ck_assert_int_eq(m0_publish_json("c", "e", json_true(), 0), -ENOTCONN); /* no host */
+        ck_assert_int_eq(m0__bus_init(&bus, 1, 8, 8, 65536), 0);
         m0__bus_global = &bus;
         json_t *v = json_pack("{s:s,s:[i,i]}", "text", "two\nlines", "n", 1, 2);
-        ck_assert_int_eq(m0_publish_json("created", v, -1), 1);
+        ck_assert_int_eq(m0_publish_json("room:1", "created", v, 0), 1);
         ck_assert_int_eq(v->refcount, 1); /* not stolen */
+        /* m0_publish()'s channel, event and flags, refused as it refuses them (N1) */
+        ck_assert_int_eq(m0_publish_json("room:*", "created", v, 0), -EINVAL);
+        ck_assert_int_eq(m0_publish_json(NULL, "created", v, 0), -EINVAL);
+        ck_assert_int_eq(m0_publish_json("room:1", "a\nb", v, 0), -EINVAL);
+        ck_assert_int_eq(m0_publish_json("room:1", "created", v, 2), -EINVAL);
+        /* a transient event takes no id and is not kept */
+        ck_assert_int_eq(m0_publish_json("room:1", "progress", v, M0_PUBLISH_TRANSIENT), 0);
         json_decref(v);
-        ck_assert_int_eq(m0_publish_json(NULL, NULL, -1), -EINVAL);
+        ck_assert_int_eq(m0_publish_json("c", NULL, NULL, 0), -EINVAL);
         v = json_stringn_nocheck("\xff", 1);
-        ck_assert_int_eq(m0_publish_json(NULL, v, -1), -EINVAL);
+        ck_assert_int_eq(m0_publish_json("c", NULL, v, 0), -EINVAL);
         json_decref(v);
-        struct m0_frame *f;
-        uint64_t last, lost;
-        ck_assert_uint_eq(m0__bus_take(&bus, 0, &f, 1, &last, &lost), 1);
+        ck_assert_uint_eq(m0__bus_last(&bus), 1);
+        /* what replay keeps of the channel: the one kept event, its data one compact line */
+        struct m0_rchan *rc = m0__replay_find(&bus.replay, "room:1", 6);
+        ck_assert_ptr_nonnull(rc);
+        ck_assert_uint_eq(rc->count, 1);
+        struct m0_frame *f = rc->ring[rc->head];
         static const char want[] =
                 "id: 1\nevent: created\ndata: {\"text\":\"two\\nlines\",\"n\":[1,2]}\n\n";
         ck_assert_bytes(f->bytes + f->start, f->end - f->start, want, sizeof(want) - 1);
-        m0__frame_unref(f);
         m0__bus_global = NULL;
         m0__bus_destroy(&bus);
 }

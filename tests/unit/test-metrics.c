@@ -74,7 +74,7 @@ static void setup(void)
         ck_assert_ptr_nonnull(host->loops);
         for (int i = 0; i < 2; i++)
                 ck_assert_int_eq(m0__loop_init(&host->loops[i], host, i), 0);
-        ck_assert_int_eq(m0__bus_init(&host->bus, 4, 2, 4), 0);
+        ck_assert_int_eq(m0__bus_init(&host->bus, 2, 4, 4, 65536), 0);
 }
 
 static void teardown(void)
@@ -109,7 +109,10 @@ START_TEST(every_loop_counted)
         m0__count(&l1->received, 4);
         m0__count(&l1->stats.bytes_in, 1234);
         m0__count(&l0->chan_closed, 5);
-        (void)m0__bus_publish(&host->bus, "e", "d", -1);
+        /* five kept events on a channel that keeps four: the first is pushed out (N4) */
+        for (int64_t id = 1; id <= 5; id++)
+                ck_assert_int_eq(m0__bus_publish(&host->bus, "c", "e", "d", 0), id);
+        ck_assert_int_eq(m0__bus_publish(&host->bus, "c", "e", "d", M0_PUBLISH_TRANSIENT), 0);
         char *om = render(M0_METRICS_OPENMETRICS);
         HAS(om, "# TYPE m0_requests counter");
         HAS(om, "m0_requests_total{loop=\"1\",method=\"POST\",status=\"5xx\"} 7");
@@ -127,7 +130,8 @@ START_TEST(every_loop_counted)
         HAS(om, "m0_connections_received_total{loop=\"1\"} 4");
         HAS(om, "m0_received_bytes_total{loop=\"1\"} 1234");
         HAS(om, "m0_streams_closed_total{loop=\"0\",reason=\"channel_full\"} 5");
-        HAS(om, "m0_bus_events_published_total 1");
+        HAS(om, "m0_bus_events_published_total 5");
+        HAS(om, "m0_bus_events_evicted_total 1");
         HAS(om, "m0_build_info{app=\"we\\\"ird\",version=\"" PACKAGE_VERSION "\"} 1");
         ck_assert_ptr_null(strstr(om, "m0_pool_")); /* no pool, no pool families */
         ck_assert_ptr_null(strstr(om, "m0_access_log_"));
