@@ -555,7 +555,10 @@ static int take_back(struct m0_store *s, struct m0_bus *b, uint64_t log_size, bo
         char refusals[200];
         describe_refused(&n, refusals, sizeof(refusals));
         b->last_id = last;
-        *ret_keep = s->log_size == log_size;
+        /* A store with records refused is written anew with the good ones alone: kept, it
+         * would hold the bad ones until its tail passed them, refused again at every start. */
+        bool resized = s->log_size != log_size;
+        *ret_keep = !resized && !n.refused;
         if (*ret_keep) {
                 feed(b, &n, NULL);
                 relist(s, b);
@@ -573,7 +576,9 @@ static int take_back(struct m0_store *s, struct m0_bus *b, uint64_t log_size, bo
         snprintf(msg, msg_len,
                  "event state taken back from the fd store%s: ids continue after %llu, %llu "
                  "frame%s of %zu channel%s kept for replay%s",
-                 *ret_keep ? "" : " into a log of a new size (M0_REPLAY_BYTES changed)",
+                 *ret_keep ? ""
+                 : resized ? " into a log of a new size (M0_REPLAY_BYTES changed)"
+                           : " into a new log",
                  (unsigned long long)last, (unsigned long long)b->replay.frames,
                  b->replay.frames == 1 ? "" : "s", b->replay.map.n, b->replay.map.n == 1 ? "" : "s",
                  refusals);

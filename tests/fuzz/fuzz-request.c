@@ -178,7 +178,8 @@ static void setup(void)
         host.sockets.store_fd = -1;
         loop = calloc(1, sizeof(*loop));
         host.loops = loop;
-        if (!loop || m0__bus_init(&host.bus, 8, 1, 8) < 0 || m0__loop_init(loop, &host, 0) < 0)
+        if (!loop || m0__bus_init(&host.bus, 1, 8, 8, 65536) < 0 ||
+            m0__loop_init(loop, &host, 0) < 0)
                 abort();
         m0__bus_global = &host.bus;
 }

@@ -627,11 +627,12 @@ START_TEST(a_store_at_the_bounds_is_taken_back)
         char msg[512];
         int fd = make_store(COUNT_MAX, COUNT_MAX, COUNT_MAX - LOG);
         struct m0_host *h = host_open(BYTES, fd, msg, sizeof(msg), NULL);
-        ck_assert_str_eq(msg, "event state taken back from the fd store: ids continue after "
-                              "4611686018427387904, 0 frames of 0 channels kept for replay; 1 "
-                              "not restored (the first, id 0, has a length this host never "
-                              "writes)");
-        expect_nothing_sent();
+        ck_assert_str_eq(msg, "event state taken back from the fd store into a new log: ids "
+                              "continue after 4611686018427387904, 0 frames of 0 channels kept "
+                              "for replay; 1 not restored (the first, id 0, has a length this "
+                              "host never writes)");
+        expect_fdstoreremove();
+        close(expect_fdstore());
         /* The last id there is (M0__ID_MAX): a publish past it is refused, so the store stays
          * one this host takes back; a transient event, which takes no id, still goes out. */
         ck_assert_int_eq(publish(h, "c", NULL, "x"), -EOVERFLOW);
@@ -703,20 +704,32 @@ START_TEST(each_record_is_one_well_formed_event_of_a_channel)
                 ck_assert_str_eq(msg, "event state taken back from the fd store: ids continue "
                                       "after 3, 3 frames of 1 channel kept for replay");
                 assert_kept(h, "c", 3, (const uint64_t[]){1, 2, 3}, NULL);
-        } else {
-                char exp[512];
-                snprintf(exp, sizeof(exp),
-                         "event state taken back from the fd store: ids continue after 3, 2 "
-                         "frames of 1 channel kept for replay; 1 not restored (the first, id 2, "
-                         "has %s)",
-                         events[i].why);
-                ck_assert_str_eq(msg, exp);
-                assert_kept(h, "c", 2, (const uint64_t[]){1, 3}, (const char *const[]){t1, t3});
+                expect_nothing_sent();
+                ck_assert_int_eq(publish(h, "c", NULL, "four"), 4);
+                host_close(h);
+                close(fd);
+                return;
         }
-        expect_nothing_sent();
+        char exp[512];
+        snprintf(exp, sizeof(exp),
+                 "event state taken back from the fd store into a new log: ids continue after 3, "
+                 "2 frames of 1 channel kept for replay; 1 not restored (the first, id 2, has %s)",
+                 events[i].why);
+        ck_assert_str_eq(msg, exp);
+        assert_kept(h, "c", 2, (const uint64_t[]){1, 3}, (const char *const[]){t1, t3});
+        /* Written anew with the good records alone: kept as it was, the bad one would be
+         * refused again at every start until the log's tail passed it. */
+        expect_fdstoreremove();
+        int nfd = expect_fdstore();
         ck_assert_int_eq(publish(h, "c", NULL, "four"), 4);
         host_close(h);
         close(fd);
+        h = host_open(BYTES, nfd, msg, sizeof(msg), NULL);
+        ck_assert_str_eq(msg, "event state taken back from the fd store: ids continue after 4, 3 "
+                              "frames of 1 channel kept for replay");
+        assert_kept(h, "c", 3, (const uint64_t[]){1, 3, 4}, (const char *const[]){t1, t3, NULL});
+        expect_nothing_sent();
+        host_close(h);
 }
 END_TEST
 
@@ -724,9 +737,9 @@ END_TEST
 START_TEST(a_record_out_of_range_is_dropped)
 {
         static const char t1[] = "id: 1\ndata: one\n\n", t2[] = "id: 2\ndata: two\n\n";
-        static const char head[] = "event state taken back from the fd store: ids continue after "
-                                   "2, 1 frame of 1 channel kept for replay; 1 not restored (the "
-                                   "first, ";
+        static const char head[] = "event state taken back from the fd store into a new log: ids "
+                                   "continue after 2, 1 frame of 1 channel kept for replay; 1 not "
+                                   "restored (the first, ";
         const struct {
                 struct disk_rec r;
                 const char *why;
@@ -761,6 +774,8 @@ START_TEST(a_record_out_of_range_is_dropped)
                 ck_assert_msg(!strcmp(msg, exp), "case %zu:\n  got      \"%s\"\n  expected \"%s\"",
                               c, msg, exp);
                 assert_kept(h, "c", 1, (const uint64_t[]){1}, NULL);
+                expect_fdstoreremove();
+                close(expect_fdstore());
                 host_close(h);
         }
         expect_nothing_sent();
