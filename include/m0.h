@@ -362,8 +362,10 @@ M0_EXPORT int m0_res_stream(m0_res *res);
  * follow is the handler's to decide. When the stream begins, every kept event of its channels
  * after the request's `Last-Event-ID` is replayed in id order (all that is kept when that id is
  * past the newest), then live events, none twice. The name is copied; a channel named twice is
- * followed once. Only on a loop. Returns 0, -EINVAL (not a channel's name), -ENOSPC (past
- * M0_STREAM_MAX_CHANNELS channels), -EPERM (on a pool thread: 409), -ENOMEM.
+ * followed once. A refusal undoes the stream and every channel given before it, so that the
+ * handler's own answer (a 400, a 403) is what the client gets. Only on a loop. Returns 0,
+ * -EINVAL (not a channel's name), -ENOSPC (past M0_STREAM_MAX_CHANNELS channels), -EPERM (on a
+ * pool thread: 409), -ENOMEM.
  */
 M0_EXPORT int m0_res_subscribe(m0_res *res, const char *channel);
 

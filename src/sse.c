@@ -30,6 +30,16 @@ int m0_res_stream(m0_res *res)
         return 0;
 }
 
+/* A subscription refused: the response is no stream, so that the handler's refusal is what the
+ * client gets, and no stream begins without a channel its handler asked for. */
+static int unsubscribe_all(m0_res *res, int err)
+{
+        res->stream = false;
+        res->nchans = 0;
+        res->chans.len = 0;
+        return err;
+}
+
 int m0_res_subscribe(m0_res *res, const char *channel)
 {
         if (res->on_pool) {
@@ -38,7 +48,7 @@ int m0_res_subscribe(m0_res *res, const char *channel)
         }
         size_t n = channel ? strnlen(channel, M0__CHANNEL_MAX + 1) : 0;
         if (!m0__channel_ok(channel, n))
-                return -EINVAL;
+                return unsubscribe_all(res, -EINVAL);
         const char *p = res->chans.data;
         for (uint16_t i = 0; i < res->nchans; i++, p += strlen(p) + 1)
                 if (!strcmp(p, channel)) {
@@ -47,10 +57,10 @@ int m0_res_subscribe(m0_res *res, const char *channel)
                 }
         unsigned max = m0__bus_global ? m0__bus_global->max_channels : M0__STREAM_CHANNELS_DEFAULT;
         if (res->nchans >= max)
-                return -ENOSPC;
+                return unsubscribe_all(res, -ENOSPC);
         int r = m0__buf_append(&res->chans, channel, n + 1);
         if (r < 0)
-                return r;
+                return unsubscribe_all(res, r);
         res->nchans++;
         res->stream = true;
         return 0;
