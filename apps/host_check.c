@@ -114,7 +114,9 @@ static int follow(m0_req *req, m0_res *res, void *state)
 /*
  * POST /publish?channel=C[&n=N][&distinct=1][&transient=1][&event=E]: N events (1) on C, or on
  * C0 .. C<N-1> with distinct=1, data {"i":<i>}; answers the first and last id. 404 unless
- * M0_HOSTCHECK_PUBLISH=1 was set explicitly: it lets any client publish anything.
+ * M0_HOSTCHECK_PUBLISH=1 was set explicitly: it lets any client publish anything. POST
+ * /publish-pool is the same on a pool thread (with --blocking-threads), so that a loop's CPU is
+ * its deliveries alone.
  */
 static int publish(m0_req *req, m0_res *res, void *state)
 {
@@ -377,6 +379,7 @@ static const m0_route routes[] = {
         {"GET", "/events", events, 0},
         {"GET", "/follow", follow, 0},
         {"POST", "/publish", publish, 0},
+        {"POST", "/publish-pool", publish, M0_ROUTE_BLOCKING}, /* off the loops (bench M5) */
         {"GET", "/crash", crash, 0},
         {"GET", "/crash-pool", crash, M0_ROUTE_BLOCKING},
         {"GET", "/events-from-func", events, M0_ROUTE_BLOCKING},

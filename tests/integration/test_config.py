@@ -71,6 +71,20 @@ def test_C4_bad_variables_each_named():
         )
 
 
+def test_C4_retired_knob_is_refused_naming_what_replaced_it():
+    """M0_REPLAY_FRAMES (replay is per channel now, N4): a value for it is refused, not read with
+    another meaning or ignored; 78 for the variable, 2 (usage) for the flag (DECISIONS D75)."""
+    why = ("replay is kept per channel now: set M0_REPLAY_PER_CHANNEL (events a channel keeps) "
+           "or M0_REPLAY_BYTES (the whole store's memory)")
+    rc, out, err = run_app("host_check", [], {"M0_REPLAY_FRAMES": "1024"})
+    eq(rc, 78, "exit status for M0_REPLAY_FRAMES=1024")
+    eq([ln for ln in err.split("\n") if ln.startswith("m0: ")],
+       [f"m0: M0_REPLAY_FRAMES is no longer read: {why} (unset M0_REPLAY_FRAMES)"], "the refusal")
+    rc, out, err = run_app("host_check", ["--replay-frames", "8"])
+    eq(rc, 2, "exit status for --replay-frames 8")
+    check(f"m0: option '--replay-frames' is no longer read: {why}" in err.split("\n"), err)
+
+
 def test_C1_flag_beats_variable():
     """--opt=v and --opt v both work; the flag wins over its variable."""
     for args in (["--max-keepalive-requests=2"], ["--max-keepalive-requests", "2"]):
