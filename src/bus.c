@@ -60,28 +60,27 @@ void m0__frame_unref(struct m0_frame *f)
                 free(f);
 }
 
-static void free_chans(struct m0_hmap *m)
+/* Free every node of `m` and its buckets: nodes whose m0_hnode is at `off` in their struct. */
+static void free_nodes(struct m0_hmap *m, size_t off)
 {
         size_t bucket = 0;
         struct m0_hnode *n = m0__hmap_next(m, &bucket, NULL);
         while (n) {
                 struct m0_hnode *next = m0__hmap_next(m, &bucket, n);
-                free(M0__CONTAINER_OF(n, struct m0_refused_chan, node));
+                free((char *)n - off);
                 n = next;
         }
         m0__hmap_free(m);
 }
 
+static void free_chans(struct m0_hmap *m)
+{
+        free_nodes(m, offsetof(struct m0_refused_chan, node));
+}
+
 static void free_interest(struct m0_hmap *m)
 {
-        size_t bucket = 0;
-        struct m0_hnode *n = m0__hmap_next(m, &bucket, NULL);
-        while (n) {
-                struct m0_hnode *next = m0__hmap_next(m, &bucket, n);
-                free(M0__CONTAINER_OF(n, struct m0_interest, node));
-                n = next;
-        }
-        m0__hmap_free(m);
+        free_nodes(m, offsetof(struct m0_interest, node));
 }
 
 void m0__refusal_free(struct m0_refusal *r)

@@ -9,19 +9,18 @@
 
 #include <libpq-fe.h>
 
+#include "bus.h"
 #include "pgbus-private.h"
 
 /* ---- text ---- */
 
-/* Visible ASCII, 1–200 bytes (N1). */
+_Static_assert(M0__PGBUS_CHANNEL_MAX == M0__CHANNEL_MAX, "one rule for a channel's name");
+
+/* Visible ASCII, 1–200 bytes (N1): the local bus's rule, so that a name one bus takes the
+ * other takes too. */
 bool m0__pgbus_channel_ok(const char *s, size_t len)
 {
-        if (len < 1 || len > M0__PGBUS_CHANNEL_MAX)
-                return false;
-        for (size_t i = 0; i < len; i++)
-                if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e)
-                        return false;
-        return true;
+        return m0__channel_ok(s, len);
 }
 
 /* Well-formed UTF-8 (RFC 3629: no overlongs, no surrogates, nothing past U+10FFFF): the
