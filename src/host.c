@@ -320,6 +320,24 @@ static int drain(struct m0_host *h, int signo, uint64_t bound_ms)
 }
 
 /* Serve until a signal, or until a loop ends on its own (L5, L6). */
+/* What the bus did, at the stop: the counts N4 and N3 promise (eviction, the lease's waits). */
+static void log_bus(struct m0_bus *b)
+{
+        pthread_mutex_lock(&b->lock);
+        m0__log(M0_LOG_NOTICE, -1, NULL,
+                "bus stopped: published %llu events and %llu transient ones (%llu on a channel "
+                "nobody followed); last id %llu; replay kept %llu frames of %zu channels in %zu "
+                "bytes, channels "
+                "evicted %llu, frames given up past the bound %llu; publishes that waited for "
+                "the id lease %llu",
+                (unsigned long long)m0__counter_read(&b->published),
+                (unsigned long long)b->transient, (unsigned long long)b->unfollowed,
+                (unsigned long long)b->last_id, (unsigned long long)b->replay.frames,
+                b->replay.map.n, b->replay.bytes, (unsigned long long)b->replay.evicted,
+                (unsigned long long)b->replay.dropped, (unsigned long long)b->lease_waits);
+        pthread_mutex_unlock(&b->lock);
+}
+
 static int serve_until_signal(struct m0_host *h, int sfd)
 {
         m0__barrier_open(&h->barrier, true);
@@ -339,8 +357,10 @@ static int serve_until_signal(struct m0_host *h, int sfd)
                         continue;
                 if (si.ssi_signo != SIGHUP) {
                         int code = drain(h, (int)si.ssi_signo, bound);
-                        if (code == M0__EXIT_OK)
+                        if (code == M0__EXIT_OK) {
+                                log_bus(&h->bus);
                                 m0__log(M0_LOG_INFO, -1, NULL, "stopped");
+                        }
                         return code;
                 }
                 m0__log(M0_LOG_NOTICE, -1, NULL,
@@ -535,24 +555,6 @@ static int start_bus(struct m0_host *h)
         return M0__EXIT_OK;
 }
 
-/* What the bus did, at the stop: the counts N4 and N3 promise (eviction, the lease's waits). */
-static void log_bus(struct m0_bus *b)
-{
-        pthread_mutex_lock(&b->lock);
-        m0__log(M0_LOG_NOTICE, -1, NULL,
-                "bus stopped: published %llu events and %llu transient ones (%llu on a channel "
-                "nobody followed); last id %llu; replay kept %llu frames of %zu channels in %zu "
-                "bytes, channels "
-                "evicted %llu, frames given up past the bound %llu; publishes that waited for "
-                "the id lease %llu",
-                (unsigned long long)b->published, (unsigned long long)b->transient,
-                (unsigned long long)b->unfollowed, (unsigned long long)b->last_id,
-                (unsigned long long)b->replay.frames, b->replay.map.n, b->replay.bytes,
-                (unsigned long long)b->replay.evicted, (unsigned long long)b->replay.dropped,
-                (unsigned long long)b->lease_waits);
-        pthread_mutex_unlock(&b->lock);
-}
-
 int m0_main(const m0_app *app, int argc, char **argv)
 {
         static struct m0_host host;
@@ -573,7 +575,6 @@ int m0_main(const m0_app *app, int argc, char **argv)
                 code = serve(h);
                 /* A clean stop writes the last id itself: the next start goes on after it. */
                 m0__lease_stop(&h->lease, code == M0__EXIT_OK);
-                log_bus(&h->bus);
                 if (code == M0__EXIT_OK) {
                         /* Threads that outlived the bound may still publish: keep the bus then. */
                         m0__bus_global = NULL;
