@@ -338,6 +338,70 @@ START_TEST(a_full_queue_closes_exactly_the_streams_that_would_miss_a_frame)
 }
 END_TEST
 
+/* ---- the loop's turns (D85) ---- */
+
+/* The frames of ids [from, to], each "x", appended at `at` of `want`; the new length. */
+static size_t ids_text(char *want, size_t cap, size_t at, uint64_t from, uint64_t to)
+{
+        for (uint64_t id = from; id <= to; id++)
+                at += (size_t)snprintf(want + at, cap - at, "id: %llu\ndata: x\n\n",
+                                       (unsigned long long)id);
+        ck_assert_uint_lt(at, cap);
+        return at;
+}
+
+/*
+ * Frames reach the loop through its turns: after the wake-up's take, each take of up to 64 frames
+ * is one item of the turn (m0__turn_take), and what the turn leaves stays in the loop's queue, in
+ * id order, while the frames' place on the run queue (M0_TASK_FRAMES) waits behind the rest. The
+ * queue holds only the channels the loop's streams follow (N1, N5).
+ */
+START_TEST(a_take_of_frames_is_one_item_of_a_turn_and_the_rest_waits_its_place)
+{
+        m0__bus_destroy(&host->bus);
+        ck_assert_int_eq(m0__bus_init(&host->bus, 1, 1024, 1024, 16u << 20), 0);
+        host->bus.wake = m0__bus_wake_loops;
+        host->bus.wake_ud = host;
+        host->cfg.channel_frames = 1024;
+        host->cfg.turn_items = 2;
+        loop->turn_budget_ms = 10000; /* items, not time, end these turns */
+        struct client a, b;
+        stream(&a, (const char *const[]){"a", NULL}, NULL);
+        stream(&b, (const char *const[]){"b", NULL}, NULL);
+        (void)take(&a, (char[64]){0}, 64);
+        (void)take(&b, (char[64]){0}, 64);
+        for (int64_t id = 1; id <= 300; id++)
+                ck_assert_int_eq(m0_publish("a", NULL, "x", 0), id);
+        ck_assert_int_eq(m0_publish("b", NULL, "x", 0), 301);
+        ck_assert_int_eq(m0_publish("z", NULL, "x", 0), 302); /* nobody here follows it */
+        ck_assert_uint_eq(host->bus.qs[0].count, 301);
+
+        /* The turn the publishes woke: the wake-up's take, then two items of 64 frames each;
+         * the 109 left wait in the queue and the frames take their place on the run queue. */
+        ck_assert_int_eq(m0__loop_run_once(loop, 0), 1);
+        char want[8192];
+        ids_text(want, sizeof(want), 0, 1, 192);
+        expect(&a, want);
+        expect(&b, "");
+        ck_assert(loop->src_task[M0_TASK_FRAMES].queued);
+        ck_assert_uint_eq(loop->runq_len, 1);
+        ck_assert_uint_eq(host->bus.qs[0].count, 109);
+
+        /* A publish meanwhile joins behind them; the next turn does not sleep in epoll, and its
+         * place on the run queue delivers the rest in id order. */
+        ck_assert_int_eq(m0_publish("a", NULL, "x", 0), 303);
+        ck_assert_int_eq(m0__loop_run_once(loop, 60000), 1); /* the mailbox's wake-up */
+        ids_text(want, sizeof(want), ids_text(want, sizeof(want), 0, 193, 300), 303, 303);
+        expect(&a, want);
+        expect(&b, "id: 301\ndata: x\n\n");
+        ck_assert(!loop->src_task[M0_TASK_FRAMES].queued);
+        ck_assert_uint_eq(loop->runq_len, 0);
+        ck_assert_uint_eq(host->bus.qs[0].count, 0);
+        close(a.fd);
+        close(b.fd);
+}
+END_TEST
+
 static Suite *sse_suite(void)
 {
         Suite *s = suite_create("sse");
@@ -349,6 +413,7 @@ static Suite *sse_suite(void)
         tcase_add_test(tc, a_transient_event_is_for_the_streams_that_followed_before_it);
         tcase_add_test(tc, last_event_id_replays_the_stream_s_channels_in_order);
         tcase_add_test(tc, a_full_queue_closes_exactly_the_streams_that_would_miss_a_frame);
+        tcase_add_test(tc, a_take_of_frames_is_one_item_of_a_turn_and_the_rest_waits_its_place);
         suite_add_tcase(s, tc);
         return s;
 }
