@@ -309,6 +309,8 @@ static int loop_died(struct m0_host *h, uint64_t bound_ms)
 /* SIGTERM or SIGINT: the drain (X1, X2). */
 static int drain(struct m0_host *h, int signo, uint64_t bound_ms)
 {
+        /* Before the line: whoever reads "draining" in the log finds m0_draining at 1 (O1). */
+        atomic_store(&h->stopping, true);
         m0__log(M0_LOG_NOTICE, -1, NULL, "%s: draining (bound %u ms)", strsignal(signo),
                 h->cfg.drain_timeout_ms);
         char ext[64];

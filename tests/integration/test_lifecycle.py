@@ -375,8 +375,9 @@ def test_X3_request_answered_beside_a_60s_producer_step():
         c = s.connect()
         eq(c.get("/health").status, 200, "/health while the producer steps")
         time.sleep(0.1)
-        c.request("GET", "/slow?ms=4000")
+        # Taken before the send: the server may start its 4 s before request() returns.
         sent = time.monotonic()
+        c.request("GET", "/slow?ms=4000")
         time.sleep(0.2)
         t0 = time.monotonic()
         s.send_signal(signal.SIGTERM)
