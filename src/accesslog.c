@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* accesslog.c: what each request leaves behind: its counts and duration (O1), its log line or
- * its journald entry, queued per loop and sent in one sendmmsg() a turn (O2, D81). */
+ * its journald entry, queued per loop and sent at the end of the turn, the turn's entries
+ * together in one datagram (O2, D81, D98). */
 #include <endian.h>
 #include <errno.h>
 #include <poll.h>
@@ -19,6 +20,9 @@
 
 /* Datagrams per sendmmsg() call. */
 #define SEND_BATCH 64
+/* The bytes of entries one datagram carries at most (D98): what the kernel sends as one buffer
+ * of pages without asking for a large block of contiguous memory, far above a turn's entries. */
+#define DGRAM_BYTES (64 * 1024)
 /* A dead journal socket is opened again at most this often, and drops are logged at most this
  * often; neither is a bound a client can push. */
 #define RETRY_MS 1000
@@ -124,7 +128,7 @@ static void journal_add(struct m0_loop *l, const struct m0_access *a, uint64_t u
         }
         /* MESSAGE is the plain line's "GET /x/now 200 17", with the wire's byte count. */
         size_t msg_len = a->method_len + 1 + a->path_len + 1 + 3 + 1 + 20 + (a->on_pool ? 7 : 0);
-        size_t need = j->prefix_len + 4 * 17 + msg_len + a->method_len + a->path_len + 4 * 40;
+        size_t need = j->prefix_len + 4 * 17 + msg_len + a->method_len + a->path_len + 4 * 40 + 1;
         if (m0__buf_reserve(&j->bytes, need) < 0) {
                 dropped(l, 1, strerror(ENOMEM));
                 return;
@@ -154,6 +158,9 @@ static void journal_add(struct m0_loop *l, const struct m0_access *a, uint64_t u
         p = put_num(p, KEY("M0_STATUS="), &status);
         p = put_num(p, KEY("M0_BYTES="), &bytes);
         p = put_num(p, KEY("M0_DURATION_US="), &dur);
+        /* An empty line ends the entry, so that entries sent together in a datagram stay apart
+         * (D98); after the last one of a datagram it ends nothing, and journald reads no more. */
+        *p++ = '\n';
         j->bytes.len += (size_t)(p - start);
         j->ends[j->n++] = j->bytes.len;
 }
@@ -245,8 +252,10 @@ void m0__journal_prepare(struct m0_journal *j, const char *app, int index, uint3
         j->prefix_len = (size_t)n;
 }
 
-/* A datagram socket connected to journald's. Returns it, or -errno. */
-static int journal_socket(void)
+/* A datagram socket connected to journald's. Returns it, or -errno; `dgram` (unless NULL) gets
+ * the bytes one datagram on it may carry: DGRAM_BYTES, or less where the send buffer the kernel
+ * gave is smaller (it refuses a datagram past that buffer with EMSGSIZE). */
+static int journal_socket(size_t *dgram)
 {
         int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
@@ -260,12 +269,20 @@ static int journal_socket(void)
         /* Room for a burst while journald catches up; the kernel caps it at wmem_max. */
         int sz = 8 * 1024 * 1024;
         (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+        if (dgram) {
+                int got = 0;
+                socklen_t gl = sizeof(got);
+                *dgram = DGRAM_BYTES;
+                if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &got, &gl) == 0 && got > 0 &&
+                    (size_t)got < DGRAM_BYTES + 1024)
+                        *dgram = got > 1024 ? (size_t)got - 1024 : 0;
+        }
         return fd;
 }
 
 int m0__journal_probe(char *why, size_t len)
 {
-        int fd = journal_socket();
+        int fd = journal_socket(NULL);
         if (fd < 0) {
                 snprintf(why, len, "journald does not take entries at %s: %s", M0__JOURNAL_SOCKET,
                          strerror(-fd));
@@ -282,7 +299,7 @@ int m0__journal_open(struct m0_journal *j, int epfd, void *tag)
         if (!j->ends)
                 return -ENOMEM;
         j->tag = tag;
-        int fd = journal_socket();
+        int fd = journal_socket(&j->dgram);
         if (fd < 0)
                 return fd;
         struct epoll_event ev = {.events = 0, .data.ptr = tag};
@@ -319,7 +336,7 @@ static int reopen(struct m0_loop *l)
         if (now < j->retry_ms)
                 return -EAGAIN;
         j->retry_ms = now + RETRY_MS;
-        int fd = journal_socket();
+        int fd = journal_socket(&j->dgram);
         if (fd < 0)
                 return fd;
         struct epoll_event ev = {.events = 0, .data.ptr = j->tag};
@@ -347,23 +364,39 @@ static void consume(struct m0_journal *j, uint32_t done)
                 m0__buf_free(&j->bytes);
 }
 
-/* One sendmmsg() of the entries from `from` on. Returns how many journald took, or -errno. */
-static int send_some(struct m0_journal *j, uint32_t from)
+/* One sendmmsg() of the entries from `from` on: as many datagrams as SEND_BATCH, each the
+ * entries that follow one another within j->dgram bytes (one at least). Returns how many
+ * datagrams journald took, with `*taken` the entries they carried and `*first` the entries of
+ * the first datagram tried; or -errno about that first one. */
+static int send_some(struct m0_journal *j, uint32_t from, uint32_t *taken, uint32_t *first)
 {
         struct mmsghdr mm[SEND_BATCH];
         struct iovec iov[SEND_BATCH];
+        uint32_t count[SEND_BATCH];
         unsigned k = 0;
-        for (; k < SEND_BATCH && from + k < j->n; k++) {
-                size_t s = from + k ? j->ends[from + k - 1] : 0;
+        uint32_t i = from;
+        for (; k < SEND_BATCH && i < j->n; k++) {
+                size_t s = i ? j->ends[i - 1] : 0;
+                uint32_t e = i + 1;
+                while (e < j->n && j->ends[e] - s <= j->dgram)
+                        e++;
                 iov[k] = (struct iovec){.iov_base = j->bytes.data + s,
-                                        .iov_len = j->ends[from + k] - s};
+                                        .iov_len = j->ends[e - 1] - s};
                 mm[k] = (struct mmsghdr){.msg_hdr = {.msg_iov = &iov[k], .msg_iovlen = 1}};
+                count[k] = e - i;
+                i = e;
         }
+        *first = count[0];
         int r;
         do
                 r = sendmmsg(j->fd, mm, k, MSG_DONTWAIT | MSG_NOSIGNAL);
         while (r < 0 && errno == EINTR);
-        return r < 0 ? -errno : r;
+        if (r < 0)
+                return -errno;
+        *taken = 0;
+        for (int d = 0; d < r; d++)
+                *taken += count[d];
+        return r;
 }
 
 void m0__journal_flush(struct m0_loop *l)
@@ -372,16 +405,21 @@ void m0__journal_flush(struct m0_loop *l)
         uint32_t done = 0;
         bool reopened = false;
         while (done < j->n) {
-                int r = j->fd >= 0 ? send_some(j, done) : -ENOTCONN;
+                uint32_t taken = 0, first = 0;
+                int r = j->fd >= 0 ? send_some(j, done, &taken, &first) : -ENOTCONN;
                 if (r > 0) {
                         if (l->observe & M0_OBSERVE_METRICS)
-                                m0__count(&l->stats.journal_sent, (uint64_t)r);
-                        done += (uint32_t)r;
+                                m0__count(&l->stats.journal_sent, taken);
+                        done += taken;
                         continue;
                 }
                 if (r == -EAGAIN) {
                         wait_writable(l, true); /* journald's queue is full */
                         break;
+                }
+                if (r == -EMSGSIZE && first > 1) {
+                        j->dgram = 0; /* the kernel's bound is below ours: one entry each */
+                        continue;
                 }
                 if (r == -EMSGSIZE) {
                         dropped(l, 1, "an entry larger than journald takes");

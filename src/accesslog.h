@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* accesslog.h: accesslog.c, what each request leaves behind: its counts and duration for the
  * metrics (O1), a log line (M0_ACCESS_LOG=on) or a structured journald entry
- * (M0_ACCESS_LOG=journal, O2), the entries queued per loop and sent in one sendmmsg() at the end
- * of the loop's turn (D81). */
+ * (M0_ACCESS_LOG=journal, O2), the entries queued per loop and sent at the end of the loop's turn,
+ * together in as few datagrams as they fit (D81, D98). */
 #ifndef M0_ACCESSLOG_H
 #define M0_ACCESSLOG_H
 
@@ -15,7 +15,8 @@
 struct m0_conn;
 struct m0_loop;
 
-/* Where journald takes entries of its native protocol, one datagram each. */
+/* Where journald takes entries of its native protocol: a datagram holds one, or several each
+ * ended by an empty line (D98). */
 #define M0__JOURNAL_SOCKET "/run/systemd/journal/socket"
 
 /* How a request was answered, for what it leaves behind. */
@@ -40,8 +41,9 @@ struct m0_access {
 };
 
 /*
- * A loop's journal entries on their way to journald: each one datagram of the native protocol,
- * back to back in `bytes`, entry i ending at ends[i]. At most `cap` (M0_ACCESS_LOG_QUEUE) wait;
+ * A loop's journal entries on their way to journald: each an entry of the native protocol ended
+ * by an empty line, back to back in `bytes`, entry i ending at ends[i]; those that follow one
+ * another leave together in one datagram of at most `dgram` bytes (D98). At most `cap` (M0_ACCESS_LOG_QUEUE) wait;
  * past it a new entry is dropped and counted. Its loop's thread only.
  */
 struct m0_journal {
@@ -49,8 +51,9 @@ struct m0_journal {
         void *tag;    /* the fd's tag in its loop's epoll set */
         bool waiting; /* journald's queue was full: EPOLLOUT is asked for */
         struct m0_buf bytes;
-        size_t *ends;
+        size_t *ends;  /* where each queued entry ends in `bytes`, its empty line included */
         uint32_t n, cap;
+        size_t dgram;  /* the bytes of entries one datagram carries (D98); 0: one entry each */
         char prefix[160]; /* the fields every entry of this loop shares, then MESSAGE's key */
         size_t prefix_len;
         uint64_t retry_ms;    /* a refused socket is opened again no sooner than this */

@@ -514,8 +514,8 @@ int m0__loop_run_once(struct m0_loop *l, int timeout_ms)
                 l->next_tick_ms = l->now_ms + l->host->tick_ms;
         }
         deliver_pending(l);
-        /* The turn's access log entries leave in one sendmmsg(), off every request's path (D81);
-         * while journald's queue is full they wait for EPOLLOUT instead. */
+        /* The turn's access log entries leave together in one datagram, off every request's
+         * path (D81, D98); while journald's queue is full they wait for EPOLLOUT instead. */
         if (l->journal.n && !l->journal.waiting)
                 m0__journal_flush(l);
         /* W1: the heartbeat says a whole turn, bounded, was done; a turn held by a handler that

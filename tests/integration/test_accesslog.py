@@ -91,34 +91,40 @@ def test_O2_R1_journal_refused_without_journald():
            "systemd-journald, or set M0_ACCESS_LOG to on or off)", "the refusal")
 
 
-def pipelined(s, n):
-    """`n` GET /health pipelined in one write; every answer read. Returns them all."""
+def one_by_one(s, n):
+    """`n` GET /health one after the other on one connection, each answer read before the next
+    is sent: each is a turn of its own, so each entry leaves in a datagram of its own (D98).
+    Returns the answers."""
     c = m0test.Conn.tcp(s.tcp_addr, 30)
     try:
-        c.send(m0test.build_request("GET", "/health") * n)
-        return [c.read_response() for _ in range(n)]
+        out = []
+        for _ in range(n):
+            c.send(m0test.build_request("GET", "/health"))
+            out.append(c.read_response())
+        return out
     finally:
         c.close()
 
 
 def test_O2_a_burst_waits_for_journald_and_the_queue_bounds_it():
-    """journald stopped: 45 pipelined requests fill its socket's queue (net.unix.max_dgram_qlen,
-    10 here) and the rest of their entries wait in the loop's (M0_ACCESS_LOG_QUEUE, 50); once it
-    goes on, every one arrives. Stopped again, 300 more: what the queue cannot hold is dropped,
-    counted and logged, and the entries journald got plus those dropped are the requests."""
+    """journald stopped: 45 requests one after the other fill its socket's queue
+    (net.unix.max_dgram_qlen, 10 here, with a datagram a turn) and the rest of their entries
+    wait in the loop's (M0_ACCESS_LOG_QUEUE, 50); once it goes on, every one arrives. Stopped
+    again, 300 more: what the queue cannot hold is dropped, counted and logged, and the entries
+    journald got plus those dropped are the requests."""
     env = {"M0_ACCESS_LOG": "journal", "M0_ACCESS_LOG_QUEUE": "50"}
     with Journald() as j, Server("host_check", env=env, sockets=METRICS_SOCKETS,
                                  preexec_fn=j.enter) as s:
         s.wait_ready()
         pid = str(s.pid)
         j.pause()
-        eq({r.status for r in pipelined(s, 45)}, {200}, "45 pipelined, journald stopped")
+        eq({r.status for r in one_by_one(s, 45)}, {200}, "45 requests, journald stopped")
         j.resume()
         eq(len(j.wait_entries(45, _PID=pid, M0_PATH="/health")), 45, "every entry of 45")
         smp = samples(scrape(s)[2])
         eq(value(smp, "m0_access_log_dropped_total", loop=0), 0, "none dropped")
         j.pause()
-        eq({r.status for r in pipelined(s, 300)}, {200}, "300 pipelined, journald stopped")
+        eq({r.status for r in one_by_one(s, 300)}, {200}, "300 requests, journald stopped")
         smp = samples(scrape(s)[2])
         dropped = value(smp, "m0_access_log_dropped_total", loop=0)
         check(dropped > 0, f"entries dropped past the queue: {dropped}")
@@ -132,6 +138,35 @@ def test_O2_a_burst_waits_for_journald_and_the_queue_bounds_it():
         smp = samples(scrape(s)[2])
         eq(value(smp, "m0_access_log_entries_total", loop=0) + dropped, 345,
            "entries sent plus dropped")
+
+
+def test_O2_a_turns_entries_leave_in_one_datagram():
+    """20 requests pipelined in one write are answered in one turn, and their entries leave in
+    one datagram (D98): journald stamps an entry with its datagram's arrival, so all 20 share
+    one __REALTIME_TIMESTAMP, each still an entry of its own with its own fields; the last one a
+    refusal whose target holds a control byte and a byte that is no UTF-8, kept whole in the
+    length-prefixed form."""
+    env = {"M0_ACCESS_LOG": "journal"}
+    with Journald() as j, Server("host_check", env=env, sockets=METRICS_SOCKETS,
+                                 preexec_fn=j.enter) as s:
+        s.wait_ready()
+        pid = str(s.pid)
+        paths = [b"/p%d" % i for i in range(19)] + [b"/caf\xe9\x01x"]
+        c = m0test.Conn.tcp(s.tcp_addr, 30)
+        try:
+            c.send(b"".join(m0test.build_request("GET", p.decode()) for p in paths[:19]) +
+                   b"GET /caf\xe9\x01x HTTP/1.1\r\nHost: t\r\n\r\n")
+            statuses = [c.read_response().status for _ in paths]
+        finally:
+            c.close()
+        eq(statuses, [404] * 19 + [400], "20 pipelined answers, the last a refusal")
+        got = [e for e in j.wait_entries(20, _PID=pid, M0_APP="host_check") if "M0_PATH" in e]
+        eq(len(got), 20, "one entry per request")
+        eq([field_bytes(e, "M0_PATH") for e in got], paths, "each entry's path, in order")
+        eq([e["M0_METHOD"] for e in got], ["GET"] * 20, "each entry's method")
+        eq(len({e["__REALTIME_TIMESTAMP"] for e in got}), 1, "one datagram's arrival for all")
+        smp = samples(scrape(s)[2])
+        eq(total(smp, "m0_access_log_entries_total"), 20, "entries journald took")
 
 
 def test_O2_journald_restarted():
