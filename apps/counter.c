@@ -15,7 +15,8 @@
 #include "common.h"
 
 /*
- * POST /increment?counter=NAME, POST /decrement?counter=NAME: 204 with x-event-id, and
+ * POST /increment?counter=NAME, POST /decrement?counter=NAME: 204 with x-event-id (none on a
+ * bus shared through PostgreSQL, where the database gives the id after the answer), and
  * `event: value`, `data: {"counter":"NAME","value":V}` on channel counter:NAME. NAME is 1-64 of
  * [a-z0-9_-], `default` when absent; anything else is 400. GET /events?counter=NAME follows that
  * channel, GET /events every counter's (counter:*); GET / the values as one JSON object, by name.
@@ -115,7 +116,7 @@ static int change(m0_req *req, m0_res *res, long by)
         pthread_mutex_unlock(&c->lock);
         if (id < 0)
                 return (int)id;
-        r = m0_res_headerf(res, "x-event-id", "%lld", (long long)id);
+        r = id > 0 ? m0_res_headerf(res, "x-event-id", "%lld", (long long)id) : 0;
         return r < 0 ? r : m0_res_status(res, 204);
 }
 

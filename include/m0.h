@@ -388,6 +388,10 @@ enum {
  * Returns the event's id (> 0), 0 for an M0_PUBLISH_TRANSIENT event, or -errno (-EINVAL for a
  * channel that is not a name, CR or LF in `event`, or an unknown flag; -ENOMEM; -ENOTCONN when no
  * host is running; -EOVERFLOW past the last id there is, 2^62).
+ * With M0_BUS=postgresql://… a kept event is queued for the database, which gives its id: the
+ * return is 0 ("accepted, id not known yet"; it reaches every host's streams, this one's too,
+ * with that id), -EINVAL also for text that is not UTF-8, and -EAGAIN when M0_BUS_QUEUE events
+ * wait already. A transient event stays on this host.
  */
 M0_EXPORT int64_t m0_publish(const char *channel, const char *event, const char *data,
                              unsigned flags);

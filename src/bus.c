@@ -9,6 +9,7 @@
 
 #include "bus.h"
 #include "m0.h"
+#include "pgbus.h"
 #include "store.h"
 
 /*
@@ -38,6 +39,7 @@ int m0__bus_init(struct m0_bus *b, int nloops, size_t q_cap, size_t per_channel,
         pthread_cond_init(&b->lease_cond, NULL);
         b->lease = b->lease_low = UINT64_MAX;
         b->lease_fd = -1;
+        b->shared_from = UINT64_MAX;
         b->max_channels = 16;
         m0__replay_init(&b->replay, (uint32_t)per_channel, bytes);
         b->q_cap = q_cap ? q_cap : 1;
@@ -324,26 +326,30 @@ void m0__bus_unfollow(struct m0_bus *b, int loop, const struct m0_key *k)
 
 int m0__bus_subscribe(struct m0_bus *b, int loop, const struct m0_key *add, size_t nadd,
                       const struct m0_key *keys, size_t nkeys, bool replay, uint64_t after,
-                      struct m0_fvec *out, uint64_t *ret_last, uint64_t *ret_seq, bool *ret_ahead)
+                      struct m0_fvec *out, struct m0_subscribed *ret)
 {
         int r = 0;
         size_t done = 0;
         pthread_mutex_lock(&b->lock);
         for (; r == 0 && done < nadd; done++)
                 r = follow_locked(b, loop, &add[done]);
-        uint64_t last = b->last_id, seq = ++b->seq;
-        bool ahead = replay && after > last;
-        if (r == 0 && replay)
-                r = m0__replay_collect(&b->replay, keys, nkeys, ahead ? 0 : after, out);
+        struct m0_subscribed s = {.last = b->last_id, .seq = ++b->seq};
+        s.ahead = replay && after > s.last;
+        if (b->shared && replay && !s.ahead) {
+                /* What this host delivered past `floor` and past its start is all here. */
+                uint64_t from = b->shared_from > b->replay.floor ? b->shared_from : b->replay.floor;
+                s.table = after < from;
+        }
+        bool local = replay && !s.table && !(s.ahead && b->shared);
+        if (r == 0 && local)
+                r = m0__replay_collect(&b->replay, keys, nkeys, s.ahead ? 0 : after, out);
         if (r < 0)
                 while (done--)
                         unfollow_locked(b, loop, &add[done]);
         pthread_mutex_unlock(&b->lock);
         if (r < 0)
                 return r;
-        *ret_last = last;
-        *ret_seq = seq;
-        *ret_ahead = ahead;
+        *ret = s;
         return 0;
 }
 
@@ -474,6 +480,8 @@ int m0__bus_deliver(struct m0_bus *b, uint64_t id, const char *channel, const ch
         uint64_t mask[M0__BUS_WORDS];
         pthread_mutex_lock(&b->lock);
         bool wake = false;
+        if (!transient && M0__UNLIKELY(b->shared_from == UINT64_MAX))
+                b->shared_from = id - 1; /* a shared bus's first: nothing before it came here */
         if (transient || id > b->last_id)
                 wake = accept_locked(b, f, mask);
         else
@@ -494,6 +502,12 @@ int64_t m0__bus_publish(struct m0_bus *b, const char *channel, const char *event
         if (r < 0)
                 return r;
         bool transient = flags & M0_PUBLISH_TRANSIENT;
+        if (b->shared && !transient) {
+                /* The database gives the id; the event comes back through m0__bus_deliver like
+                 * every other host's (D93). A stopped bus is no host running. */
+                r = m0__pgbus_publish(b->shared, channel, event, data ? data : "");
+                return r == -ESHUTDOWN ? -ENOTCONN : r;
+        }
         struct m0_frame *f = frame_build(channel, cl, event, data ? data : "", dn, transient);
         if (!f)
                 return -ENOMEM;
@@ -571,6 +585,28 @@ void m0__bus_set_last(struct m0_bus *b, uint64_t last)
         if (b->store)
                 m0__store_set_last(b->store, last);
         pthread_mutex_unlock(&b->lock);
+}
+
+void m0__bus_shared_start(struct m0_bus *b, uint64_t from)
+{
+        pthread_mutex_lock(&b->lock);
+        if (b->last_id < from)
+                b->last_id = from;
+        if (b->shared_from == UINT64_MAX)
+                b->shared_from = from;
+        pthread_mutex_unlock(&b->lock);
+}
+
+struct m0_frame *m0__frame_event(uint64_t id, const char *channel, const char *event,
+                                 const char *data, size_t data_len)
+{
+        size_t cl;
+        if (id == 0 || id > M0__ID_MAX || validate(channel, event, data, data_len, 0, &cl) < 0)
+                return NULL;
+        struct m0_frame *f = frame_build(channel, cl, event, data ? data : "", data_len, false);
+        if (f)
+                frame_number(f, id);
+        return f;
 }
 
 /* ---- a replay being gathered ---- */

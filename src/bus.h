@@ -15,6 +15,7 @@
 #include "metrics.h"
 #include "replay.h"
 
+struct m0_pgbus;
 struct m0_store;
 
 /* The largest event id: 2^62. No process of ours reaches it (146 years at a billion events a
@@ -134,6 +135,10 @@ struct m0_bus {
         uint64_t lease_waits;           /* publishes that waited for the lease */
         unsigned max_channels;          /* M0_STREAM_MAX_CHANNELS */
         uint64_t transient, unfollowed; /* counts, under the lock */
+        /* M0_BUS=postgresql://… (G1, D93): kept events are published to the database, and
+         * come back through m0__bus_deliver with its ids; NULL for the local bus. */
+        struct m0_pgbus *shared;
+        uint64_t shared_from; /* every id past it was delivered here; UINT64_MAX: not yet known */
         /* For the metrics (O1): written under `lock`, read by m0__bus_stats() without it. */
         m0_counter published; /* kept events published since the process started */
         m0_counter evicted;   /* kept events pushed out of the replay store by newer ones */
@@ -177,17 +182,25 @@ int m0__bus_deliver(struct m0_bus *b, uint64_t id, const char *channel, const ch
  */
 int m0__bus_follow(struct m0_bus *b, int loop, const struct m0_key *k);
 void m0__bus_unfollow(struct m0_bus *b, int loop, const struct m0_key *k);
+/* What m0__bus_subscribe() found, under the lock. */
+struct m0_subscribed {
+        uint64_t last; /* the newest id */
+        uint64_t seq;  /* the bus's sequence: the transient events after it are the stream's */
+        bool ahead;    /* `after` was past the newest id */
+        bool table;    /* a shared bus whose replay store may lack events past `after`: the
+                          replay is the table's to give (G4, D95); `out` is left empty */
+};
+
 /*
  * A stream begins on loop `loop`: follow the keys `add` (new to the loop) and, all under one
- * hold of the lock, take the newest id into *ret_last, the bus's sequence into *ret_seq (the
- * transient events after it are the stream's) and, when `replay`, a reference to every
- * kept frame of `keys` after `after` into `out` (unordered; the caller sorts). An `after` past
- * the newest id replays everything kept, and *ret_ahead says so. 0 or -ENOMEM (nothing
- * followed). The loop's thread.
+ * hold of the lock, fill *ret and, when `replay`, take a reference to every kept frame of `keys`
+ * after `after` into `out` (unordered; the caller sorts). On the local bus an `after` past the
+ * newest id replays everything kept; on a shared bus nothing (the id is another host's, whose
+ * later events come here too). 0 or -ENOMEM (nothing followed). The loop's thread.
  */
 int m0__bus_subscribe(struct m0_bus *b, int loop, const struct m0_key *add, size_t nadd,
                       const struct m0_key *keys, size_t nkeys, bool replay, uint64_t after,
-                      struct m0_fvec *out, uint64_t *ret_last, uint64_t *ret_seq, bool *ret_ahead);
+                      struct m0_fvec *out, struct m0_subscribed *ret);
 /*
  * Take references to up to `max` frames from loop `loop`'s queue, oldest first (the loop's
  * thread). When they end where the queue began refusing frames, *ret_refused says which it
@@ -201,6 +214,13 @@ uint64_t m0__bus_last(struct m0_bus *b);
 void m0__bus_stats(struct m0_bus *b, struct m0_bus_stats *ret);
 /* Set the newest id before anything is published (the coordinator, at the start, N3). */
 void m0__bus_set_last(struct m0_bus *b, uint64_t last);
+/* A shared bus delivers every id after `from` from now on (its start in the table, D95): the
+ * newest id and, when it is not known yet, `shared_from`, are raised to it. Any thread. */
+void m0__bus_shared_start(struct m0_bus *b, uint64_t from);
+/* The frame of an event that already has its id (a replay from the table). NULL on ENOMEM or
+ * fields a stream cannot be sent (m0__bus_deliver's refusals). Any thread. */
+struct m0_frame *m0__frame_event(uint64_t id, const char *channel, const char *event,
+                                 const char *data, size_t data_len);
 void m0__frame_unref(struct m0_frame *f);
 /* A frame of `text[0, len)` (an event's text, id line included) on `channel`: what the fd store
  * restores. NULL on ENOMEM. */

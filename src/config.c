@@ -122,6 +122,8 @@ static const struct m0_knob knobs[] = {
          1024, "channels one stream may follow (m0_res_subscribe)"},
         {"sse-retry-ms", "M0_SSE_RETRY_MS", "2000", K_U32, OFF(sse_retry_ms), 0, 86400000,
          "the reconnection delay a stream's first bytes give; 0 = none"},
+        {"bus-ready-ms", "M0_BUS_READY_MS", "5000", K_U32, OFF(bus_ready_ms), 0, 600000,
+         "the start waits this long for a shared bus's database, then serves without it"},
 };
 
 /* Knobs that were, and what replaced them: a value for one is refused (78, or 2 for a flag)

@@ -74,6 +74,7 @@ struct m0_config {
         uint32_t replay_bytes;
         uint32_t stream_max_channels; /* N1 */
         uint32_t sse_retry_ms;        /* H9 */
+        uint32_t bus_ready_ms;        /* G3: the start's wait for a shared bus's database */
         bool doctor;
         unsigned char sources[M0__KNOBS_MAX]; /* enum m0_source per knob, in table order */
 };

@@ -87,6 +87,7 @@ struct m0_conn {
         uint64_t seq;         /* the bus's sequence when it began: later transient events are its */
         uint64_t stamp;       /* the loop's delivery it was last offered a frame in */
         struct m0_link slink; /* on loop->streams */
+        struct m0_treplay *treplay; /* waiting for its replay from the table (D95), or NULL */
 };
 
 /* A parser callback answered the request itself, then stopped the parser. */

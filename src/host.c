@@ -180,10 +180,9 @@ static bool await_handlers(struct m0_host *h)
                 m0__log(M0_LOG_ERR, -1, NULL, "cannot start the metrics thread: %s", strerror(-r));
                 return false;
         }
-        char st[512], msg[600];
-        status_line(h, st, sizeof(st));
-        snprintf(msg, sizeof(msg), "READY=1\n%s", st);
-        (void)m0__notify(msg);
+        char st[1200];
+        status_line(h, st, 512);
+        m0__shared_notify_ready(h, st, sizeof(st));
         m0__log(M0_LOG_NOTICE, -1, M0_MID_READY, "ready: %s", st + 7);
         return true;
 }
@@ -317,6 +316,8 @@ static int drain(struct m0_host *h, int signo, uint64_t bound_ms)
         snprintf(ext, sizeof(ext), "STOPPING=1\nEXTEND_TIMEOUT_USEC=%llu",
                  (unsigned long long)(bound_ms + 1000) * 1000ull);
         (void)m0__notify(ext);
+        h->stop_by_ms = m0__now_ms() + bound_ms;
+        m0__shared_draining(h);
         post_stop_all(h);
         return join_all(h, bound_ms);
 }
@@ -407,6 +408,10 @@ static int serve(struct m0_host *h)
                 code = abort_start(h, code);
         /* Scrapes are answered through the drain, until every loop is joined (O1). */
         m0__metrics_stop(h);
+        /* The shared bus publishes what is queued within what is left of the drain's bound (a
+         * failed start has none), once nothing that publishes is running (D97). */
+        uint64_t now = m0__now_ms();
+        m0__shared_stop(h, h->stop_by_ms > now ? h->stop_by_ms - now : 0);
         release(h);
         if (sfd >= 0)
                 close(sfd);
@@ -532,6 +537,7 @@ static void start_ids(struct m0_host *h, bool restored, const char *store_msg)
  * M0__EXIT_FAIL. */
 static int start_bus(struct m0_host *h)
 {
+        char err[700];
         if (m0__bus_init(&h->bus, (int)h->cfg.threads, h->cfg.channel_frames,
                          h->cfg.replay_per_channel, h->cfg.replay_bytes) < 0) {
                 m0__log(M0_LOG_ERR, -1, NULL, "no memory for the bus");
@@ -540,6 +546,22 @@ static int start_bus(struct m0_host *h)
         h->bus.max_channels = h->cfg.stream_max_channels;
         h->bus.wake = m0__bus_wake_loops;
         h->bus.wake_ud = h;
+        m0__bus_global = &h->bus;
+        int r = m0__shared_start(h, err, sizeof(err));
+        if (r == -EPROTO)
+                return refuse(err, "drop or rename that table, or name another database or "
+                                   "search_path in M0_BUS");
+        if (r < 0) {
+                m0__log(M0_LOG_ERR, -1, NULL, "%s", err);
+                return M0__EXIT_FAIL;
+        }
+        if (h->bus.shared) {
+                /* Ids are the database's: no fd store of events, no lease (D93). */
+                if (h->sockets.store_fd >= 0)
+                        close(h->sockets.store_fd);
+                h->sockets.store_fd = -1;
+                return M0__EXIT_OK;
+        }
         char msg[600] = "";
         bool restored = false;
         if (getenv("NOTIFY_SOCKET") || h->sockets.store_fd >= 0) {
@@ -553,7 +575,6 @@ static int start_bus(struct m0_host *h)
                 }
         }
         start_ids(h, restored, msg);
-        m0__bus_global = &h->bus;
         return M0__EXIT_OK;
 }
 
@@ -580,8 +601,14 @@ int m0_main(const m0_app *app, int argc, char **argv)
                 if (code == M0__EXIT_OK) {
                         /* Threads that outlived the bound may still publish: keep the bus then. */
                         m0__bus_global = NULL;
+                        m0__shared_free(h);
                         m0__bus_destroy(&h->bus);
                 }
+        } else if (h->bus.shared) {
+                m0__shared_stop(h, 0);
+                m0__bus_global = NULL;
+                m0__shared_free(h);
+                m0__bus_destroy(&h->bus);
         }
         m0__sockets_close(&h->sockets);
         /* A straggler past the drain's bound may still route: the table stays then. */

@@ -19,6 +19,7 @@
 #include "metrics.h"
 #include "producer.h"
 #include "route.h"
+#include "shared.h"
 #include "thread.h"
 #include "util.h"
 
@@ -47,7 +48,8 @@ struct m0_host {
 
         int done_fd; /* eventfd: a loop thread ended */
         struct m0_bus bus;
-        struct m0_lease lease; /* the ids' lease in the state directory (N3) */
+        struct m0_lease lease;   /* the ids' lease in the state directory (N3) */
+        struct m0_shared shared; /* with M0_BUS=postgresql://…: STATUS= and the stop (G3) */
         struct m0_producer producer;
         struct m0_compute compute;
         uint64_t watchdog_usec; /* WATCHDOG_USEC for this process, 0 when off */
@@ -55,9 +57,10 @@ struct m0_host {
         /* Set by the coordinator when the drain begins, before any loop reads its stop message:
          * a request being answered right then already gets Connection: close (X1). */
         atomic_bool stopping;
+        uint64_t stop_by_ms;   /* the drain's bound, on the monotonic clock, once it began */
         char sockets_err[256]; /* why a passed socket cannot be served; "" when all are fine */
         struct m0_metrics_server metrics; /* GET /metrics on sockets.metrics (O1) */
-        /* The database bus (G1), once the bus integration starts it for an M0_BUS URI; NULL
+        /* The database bus (G1): h->bus.shared, set by m0__shared_start for an M0_BUS URI; NULL
          * with the local bus. The metrics show its state while it is set. */
         struct m0_pgbus *pgbus;
 };

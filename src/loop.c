@@ -15,6 +15,7 @@
 #include "handler.h"
 #include "host.h"
 #include "log.h"
+#include "shared.h"
 #include "sse.h"
 
 /*
@@ -135,6 +136,8 @@ void m0__loop_destroy(struct m0_loop *l)
                         close(m->fd);
                 if (m->kind == M0_MSG_JOB)
                         m0__job_discard(m->job);
+                if (m->kind == M0_MSG_REPLAY)
+                        m0__treplay_free(m->replay);
                 free(m);
         }
         if (l->mb_fd >= 0)
@@ -282,6 +285,7 @@ static void handle_messages(struct m0_loop *l)
                         break;
                 case M0_MSG_STOP: begin_stop(l); break;
                 case M0_MSG_JOB: m0__conn_job_done(m->job); break;
+                case M0_MSG_REPLAY: m0__sse_replayed(l, m->replay); break;
                 }
                 free(m);
         }

@@ -23,11 +23,13 @@
 
 struct m0_host;
 struct m0_conn;
+struct m0_treplay;
 
 enum m0_msg_kind {
         M0_MSG_CONN = 1, /* a connection handed over by another loop's accept */
         M0_MSG_STOP,     /* the drain begins */
         M0_MSG_JOB,      /* a pool thread finished a job of this loop's */
+        M0_MSG_REPLAY,   /* the shared bus's answer to a stream's replay from the table */
 };
 
 /* One mailbox entry; allocated by the sender, freed by the receiving loop. */
@@ -36,6 +38,7 @@ struct m0_msg {
         enum m0_msg_kind kind;
         int fd;
         struct m0_job *job;
+        struct m0_treplay *replay;
 };
 
 /*

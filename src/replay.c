@@ -45,6 +45,8 @@ static void drop_oldest(struct m0_replay *r, struct m0_rchan *c)
         c->charge -= frame_charge(f);
         r->bytes -= frame_charge(f);
         r->frames--;
+        if (f->id > r->floor)
+                r->floor = f->id;
         if (r->store)
                 m0__store_drop(r->store, f);
         m0__frame_unref(f);
@@ -150,14 +152,17 @@ static void shrink(struct m0_replay *r, struct m0_rchan *c)
 int m0__replay_keep(struct m0_replay *r, struct m0_frame *f)
 {
         struct m0_rchan *c = chan_of(r, f);
-        if (!c)
+        if (!c) {
+                r->floor = f->id;
                 return -ENOMEM;
+        }
         if (c->count == r->per_channel && c->count)
                 drop_oldest(r, c);
         int ret = ring_room(r, c);
         if (ret < 0) {
                 if (!c->count)
                         chan_free(r, c);
+                r->floor = f->id;
                 return ret;
         }
         atomic_fetch_add_explicit(&f->refs, 1, memory_order_relaxed);

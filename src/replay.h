@@ -42,6 +42,9 @@ struct m0_replay {
         uint64_t frames;        /* kept now */
         uint64_t evicted;       /* channels evicted, idle longest, to stay within the bounds */
         uint64_t dropped;       /* frames not kept: their channel alone was past the bound */
+        uint64_t floor;         /* the newest id given up or never kept: every kept event past
+                                   it is still here (a shared bus's replay asks the table below
+                                   it, D95) */
 };
 
 void m0__replay_init(struct m0_replay *r, uint32_t per_channel, size_t limit);

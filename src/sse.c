@@ -12,6 +12,7 @@
 #include "crash.h"
 #include "host.h"
 #include "log.h"
+#include "shared.h"
 #include "sse.h"
 #include "subs.h"
 
@@ -89,6 +90,12 @@ void m0__sse_unlink(struct m0_conn *c)
         free(c->subs);
         c->subs = NULL;
         c->nsubs = 0;
+        if (c->treplay) {
+                /* Its answer may still come: it finds no stream, and is freed. */
+                m0__fvec_free(&c->treplay->held);
+                c->treplay->c = NULL;
+                c->treplay = NULL;
+        }
         m0__list_unlink(&l->streams, &c->slink);
         c->stream = false;
         if (l->observe & M0_OBSERVE_METRICS)
@@ -154,10 +161,9 @@ static struct m0_key key_of(const char *name)
  * up to that id is in `out` (when `replay`), every later one reaches the loop's queue.
  */
 static int follow_all(struct m0_conn *c, const m0_res *res, bool replay, uint64_t after,
-                      struct m0_fvec *out, bool *ret_ahead)
+                      struct m0_fvec *out, struct m0_subscribed *ret)
 {
         struct m0_loop *l = c->loop;
-        uint64_t last = 0;
         c->subs = calloc(res->nchans ? res->nchans : 1, sizeof(*c->subs));
         struct m0_key *keys = calloc(2 * (size_t)(res->nchans ? res->nchans : 1), sizeof(*keys));
         if (!c->subs || !keys) {
@@ -182,9 +188,10 @@ static int follow_all(struct m0_conn *c, const m0_res *res, bool replay, uint64_
                         add[nadd++] = sub->f->key;
         }
         int r = m0__bus_subscribe(&l->host->bus, l->index, add, nadd, keys, c->nsubs, replay, after,
-                                  out, &last, &c->seq, ret_ahead);
+                                  out, ret);
         free(keys);
-        c->cursor = last;
+        c->seq = ret->seq;
+        c->cursor = ret->last;
         return r;
 }
 
@@ -237,16 +244,21 @@ void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res)
          * ones follow with no gap and no duplicate because delivery skips what this stream's
          * cursor has passed. */
         uint64_t after = 0;
-        bool replay = last_event_id(req, &after), ahead = false;
+        bool replay = last_event_id(req, &after);
         struct m0_fvec got = {0};
-        r = follow_all(c, res, replay, after, &got, &ahead);
+        struct m0_subscribed sub = {0};
+        r = follow_all(c, res, replay, after, &got, &sub);
+        if (r == 0 && sub.table)
+                r = m0__sse_ask_table(c, after);
         if (r < 0) {
                 m0__fvec_free(&got);
                 m0__sse_unlink(c);
                 m0__conn_end(c);
                 return;
         }
-        if (ahead)
+        if (sub.ahead && l->host->bus.shared)
+                c->cursor = after; /* another host's id: what follows it comes here too (D95) */
+        else if (sub.ahead)
                 note_ahead(l, after, c->cursor);
         m0__fvec_sort(&got);
         if (l->observe & M0_OBSERVE_METRICS)
@@ -343,6 +355,108 @@ static void close_behind(struct m0_loop *l, struct m0_refusal *r)
         m0__refusal_free(r);
 }
 
+/* ---- a replay from the shared bus's table (G4, D95) ---- */
+
+int m0__sse_ask_table(struct m0_conn *c, uint64_t after)
+{
+        struct m0_loop *l = c->loop;
+        struct m0_treplay *t = calloc(1, sizeof(*t));
+        char **pats = calloc(c->nsubs ? c->nsubs : 1, sizeof(*pats));
+        int r = t && pats ? 0 : -ENOMEM;
+        size_t n = 0;
+        for (; r == 0 && n < c->nsubs; n++) {
+                const struct m0_key *k = &c->subs[n].f->key;
+                if (!(pats[n] = malloc((size_t)k->len + 2)))
+                        r = -ENOMEM;
+                else
+                        snprintf(pats[n], (size_t)k->len + 2, "%.*s%s", (int)k->len, k->name,
+                                 k->prefix ? "*" : "");
+        }
+        if (r == 0) {
+                t->loop = l;
+                t->c = c;
+                t->after = after;
+                r = m0__shared_replay(l->host, t, (const char *const *)pats, n);
+        }
+        while (pats && n--)
+                free(pats[n]);
+        free(pats);
+        if (r < 0) {
+                m0__log(M0_LOG_WARNING, l->index, NULL,
+                        "a stream's replay after id %llu cannot be asked of the database (%s): "
+                        "the stream is closed, for its client to reconnect",
+                        (unsigned long long)after, strerror(-r));
+                m0__treplay_free(t);
+                return r;
+        }
+        c->treplay = t;
+        return 0;
+}
+
+/* A live frame for a stream still waiting for the table: kept, in order, within the bound of
+ * what a stream may have unsent (B2); past it, the stream is closed to reconnect. */
+static void hold(struct m0_conn *c, const struct m0_frame *f)
+{
+        struct m0_treplay *t = c->treplay;
+        size_t len = f->end - f->start;
+        if (t->held_bytes + len > c->loop->host->cfg.max_output_bytes ||
+            m0__fvec_push(&t->held, (struct m0_frame *)f) < 0) {
+                c->loop->streams_cut++;
+                m0__conn_close(c);
+                return;
+        }
+        atomic_fetch_add_explicit(&((struct m0_frame *)f)->refs, 1, memory_order_relaxed);
+        t->held_bytes += len;
+}
+
+/* One frame to `c` unless its cursor has passed it (a transient one only when the stream began
+ * before it), counted in `*sent` when written; false once `c` is gone. */
+static bool send_frame(struct m0_conn *c, const struct m0_frame *f, uint64_t *sent)
+{
+        if (f->transient ? f->seq < c->seq : c->cursor >= f->id)
+                return true;
+        if (!f->transient)
+                c->cursor = f->id;
+        (*sent)++;
+        return m0__conn_send(c, f->bytes + f->start, f->end - f->start) == 0;
+}
+
+void m0__sse_replayed(struct m0_loop *l, struct m0_treplay *t)
+{
+        struct m0_conn *c = t->c;
+        if (!c) {
+                m0__treplay_free(t);
+                return;
+        }
+        c->treplay = NULL;
+        if (t->err) {
+                m0__log(M0_LOG_WARNING, l->index, NULL,
+                        "a stream's replay after id %llu from the database failed (%s%s%s): the "
+                        "stream is closed, for its client to reconnect",
+                        (unsigned long long)t->after, strerror(-t->err), t->why[0] ? ": " : "",
+                        t->why);
+                m0__treplay_free(t);
+                m0__sse_unlink(c);
+                m0__conn_end(c);
+                return;
+        }
+        /* The rows up to `upto`, then what came live meanwhile past them: no gap, no repeat. */
+        c->cursor = t->after;
+        bool alive = true;
+        uint64_t replayed = 0, delivered = 0;
+        for (size_t i = 0; alive && i < t->rows.n; i++)
+                alive = send_frame(c, t->rows.v[i], &replayed);
+        if (alive && c->cursor < t->upto)
+                c->cursor = t->upto;
+        for (size_t i = 0; alive && i < t->held.n; i++)
+                alive = send_frame(c, t->held.v[i], &delivered);
+        if (l->observe & M0_OBSERVE_METRICS) {
+                m0__count(&l->stats.replayed, replayed);
+                m0__count(&l->stats.delivered, delivered);
+        }
+        m0__treplay_free(t);
+}
+
 struct delivery {
         const struct m0_frame *f;
         uint64_t stamp;
@@ -359,12 +473,10 @@ static void deliver_one(void *ud, struct m0_sub *sub)
         if (c->stamp == d->stamp)
                 return; /* it follows this channel through another key too */
         c->stamp = d->stamp;
-        if (f->transient ? f->seq < c->seq : c->cursor >= f->id)
-                return;
-        if (!f->transient)
-                c->cursor = f->id;
-        (void)m0__conn_send(c, f->bytes + f->start, f->end - f->start);
-        d->sent++;
+        if (c->treplay)
+                hold(c, f);
+        else
+                (void)send_frame(c, f, &d->sent);
 }
 
 bool m0__sse_deliver(struct m0_loop *l)

@@ -861,6 +861,7 @@ KNOBS = [
     ("replay-bytes", "M0_REPLAY_BYTES", "16777216"),
     ("stream-max-channels", "M0_STREAM_MAX_CHANNELS", "16"),
     ("sse-retry-ms", "M0_SSE_RETRY_MS", "2000"),
+    ("bus-ready-ms", "M0_BUS_READY_MS", "5000"),
 ]
 
 

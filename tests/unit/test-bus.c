@@ -345,18 +345,16 @@ START_TEST(a_replay_is_of_the_stream_s_channels_in_order_once)
         /* subscribe: the newest id and the replay in one hold; past the newest: all kept */
         struct m0_key k = key("room:*");
         struct m0_fvec v = {0};
-        uint64_t last = 0, seq = 0;
-        bool ahead = true;
-        ck_assert_int_eq(m0__bus_subscribe(&bus, 0, &k, 1, &k, 1, true, 3, &v, &last, &seq, &ahead),
-                         0);
-        ck_assert_uint_eq(seq, 6); /* five events, then this stream */
-        ck_assert_uint_eq(last, 4);
-        ck_assert(!ahead);
+        struct m0_subscribed got = {.ahead = true, .table = true};
+        ck_assert_int_eq(m0__bus_subscribe(&bus, 0, &k, 1, &k, 1, true, 3, &v, &got), 0);
+        ck_assert_uint_eq(got.seq, 6); /* five events, then this stream */
+        ck_assert_uint_eq(got.last, 4);
+        ck_assert(!got.ahead);
+        ck_assert(!got.table); /* the local bus: the replay store is all there is */
         ck_assert_uint_eq(v.n, 1);
         m0__fvec_free(&v);
-        ck_assert_int_eq(
-                m0__bus_subscribe(&bus, 1, NULL, 0, &k, 1, true, 19, &v, &last, &seq, &ahead), 0);
-        ck_assert(ahead);
+        ck_assert_int_eq(m0__bus_subscribe(&bus, 1, NULL, 0, &k, 1, true, 19, &v, &got), 0);
+        ck_assert(got.ahead);
         m0__fvec_sort(&v);
         ck_assert_uint_eq(v.n, 3);
         m0__fvec_free(&v);
