@@ -12,8 +12,9 @@ import re
 import threading
 import time
 
-from m0test import OPEN_BLOCKS, HarnessError, SSEReader, Server, check, eq, open_stream
+from m0test import HarnessError, Server, check, eq
 from pgtest import Postgres
+from test_channels import follow  # a stream of /follow?channels=, its first bytes read
 
 HEAVY = os.environ.get("M0_HEAVY") == "1"
 # No beats (the producer's first step fails and it stops), no heartbeats, POST /publish on.
@@ -38,15 +39,6 @@ def publish(s, channel, n, event, timeout=60):
         "POST", f"/publish?channel={channel}&n={n}&event={event}", timeout=timeout)
     eq(r.status, 200, f"POST /publish on {channel}: {r.body!r}")
     eq(r.json(), {"first": 0, "last": 0, "published": n}, "accepted, ids not known yet")
-
-
-def follow(s, channels, last_event_id=None):
-    c = s.connect()
-    headers = [("Last-Event-ID", str(last_event_id))] if last_event_id is not None else None
-    r = open_stream(c, f"/follow?channels={channels}", headers)
-    eq(r.status, 200, f"status of /follow?channels={channels}")
-    eq(c.read_exact(len(OPEN_BLOCKS), timeout=5), OPEN_BLOCKS, "first bytes")
-    return SSEReader(c)
 
 
 def read_events(rd, n, timeout=60, what="a stream"):
