@@ -15,6 +15,7 @@ import time
 from m0test import HarnessError, Server, check, eq
 from pgtest import Postgres
 from test_channels import follow  # a stream of /follow?channels=, its first bytes read
+from test_metrics import samples, scrape, until, value
 
 HEAVY = os.environ.get("M0_HEAVY") == "1"
 # No beats (the producer's first step fails and it stops), no heartbeats, POST /publish on.
@@ -338,3 +339,35 @@ def test_G3_a_host_started_before_its_database_serves_then_catches_up():
 
 
 test_G3_a_host_started_before_its_database_serves_then_catches_up.timeout = 120
+
+
+def test_O1_G3_the_metrics_show_the_database_bus():
+    """With M0_BUS and M0_METRICS the scrape carries the database bus's state and counts (O1):
+    `up` once READY says so, the five events published and delivered with the table's last id,
+    `reconnecting` while the database is away, `up` again once it is back."""
+    with Postgres() as pg:
+        s = host(pg, {"M0_METRICS": "127.0.0.1:0"})
+        m = re.search(r"; metrics on 127\.0\.0\.1:(\d+); bus: up$", s.wait_ready().rstrip("\n"))
+        check(m, "STATUS= names the metrics port, then the bus up")
+        addr = ("127.0.0.1", int(m.group(1)))
+
+        def state():
+            smp = samples(scrape(addr)[2])
+            return {st: value(smp, "m0_bus_database_state", m0_bus_database_state=st)
+                    for st in ("up", "connecting", "reconnecting", "refused")}
+
+        eq(state(), {"up": 1, "connecting": 0, "reconnecting": 0, "refused": 0}, "up")
+        publish(s, "room:1", 5, "e")
+        last = wait_rows(pg, 5)[-1][0]
+        smp = until(lambda: (lambda x: x if value(x, "m0_bus_database_events_delivered_total")
+                             == 5 else None)(samples(scrape(addr)[2])), "five delivered")
+        eq(value(smp, "m0_bus_database_events_published_total"), 5, "published")
+        eq(value(smp, "m0_bus_database_last_event_id"), last, "the table's last id")
+        eq(value(smp, "m0_bus_database_queued_events"), 0, "nothing queued")
+        pg.outage(1, lambda: until(lambda: state()["reconnecting"] == 1, "reconnecting", 30))
+        until(lambda: state() == {"up": 1, "connecting": 0, "reconnecting": 0, "refused": 0},
+              "up again", 30)
+        eq(s.stop(), 0, "a clean stop")
+
+
+test_O1_G3_the_metrics_show_the_database_bus.timeout = 120
