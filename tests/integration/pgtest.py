@@ -337,6 +337,17 @@ class Driver:
         line = self.ask("stats", r"^T ")
         return {k: int(v) for k, v in (kv.split("=") for kv in line[2:].split())}
 
+    def stats_when_published(self, n, timeout=30):
+        """The counts once `n` events count as published. A batch counts once its publishing
+        connection has read its COMMIT's answer, and the listening connection can deliver the
+        rows before that: a test that waited for the events waits for this too (SPEC G2)."""
+        deadline = time.monotonic() + timeout
+        st = self.stats()
+        while st["published"] < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+            st = self.stats()
+        return st
+
     def state(self):
         return self.ask("state", r"^S ")[2:]
 
