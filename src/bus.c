@@ -411,7 +411,7 @@ static bool accept_locked(struct m0_bus *b, struct m0_frame *f, uint64_t *mask)
 {
         f->seq = ++b->seq;
         if (f->transient) {
-                b->transient++;
+                m0__count(&b->transient, 1);
         } else {
                 b->last_id = f->id;
                 /* Not kept for want of memory: it is still delivered live. Whatever the replay
@@ -424,7 +424,7 @@ static bool accept_locked(struct m0_bus *b, struct m0_frame *f, uint64_t *mask)
                 m0__count(&b->published, 1);
         }
         if (!followers(b, f, mask)) {
-                b->unfollowed++;
+                m0__count(&b->unfollowed, 1);
                 return false;
         }
         enqueue(b, f, mask);
@@ -445,7 +445,7 @@ static void lease_wait(struct m0_bus *b, uint64_t id)
                 b->lease_poked = true;
         }
         while (id > b->lease) {
-                b->lease_waits++;
+                m0__count(&b->lease_waits, 1);
                 pthread_cond_wait(&b->lease_cond, &b->lock);
         }
 }
@@ -575,7 +575,12 @@ uint64_t m0__bus_last(struct m0_bus *b)
 void m0__bus_stats(struct m0_bus *b, struct m0_bus_stats *ret)
 {
         *ret = (struct m0_bus_stats){.published = m0__counter_read(&b->published),
-                                     .evicted = m0__counter_read(&b->evicted)};
+                                     .evicted = m0__counter_read(&b->evicted),
+                                     .transient = m0__counter_read(&b->transient),
+                                     .unfollowed = m0__counter_read(&b->unfollowed),
+                                     .lease_waits = m0__counter_read(&b->lease_waits),
+                                     .chans_evicted = m0__counter_read(&b->replay.evicted),
+                                     .past_bound = m0__counter_read(&b->replay.dropped)};
 }
 
 void m0__bus_set_last(struct m0_bus *b, uint64_t last)

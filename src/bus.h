@@ -132,22 +132,24 @@ struct m0_bus {
         int lease_fd; /* the writer's eventfd, or -1 */
         bool lease_poked;
         pthread_cond_t lease_cond;
-        uint64_t lease_waits;           /* publishes that waited for the lease */
-        unsigned max_channels;          /* M0_STREAM_MAX_CHANNELS */
-        uint64_t transient, unfollowed; /* counts, under the lock */
+        unsigned max_channels; /* M0_STREAM_MAX_CHANNELS */
         /* M0_BUS=postgresql://… (G1, D93): kept events are published to the database, and
          * come back through m0__bus_deliver with its ids; NULL for the local bus. */
         struct m0_pgbus *shared;
         uint64_t shared_from; /* every id past it was delivered here; UINT64_MAX: not yet known */
         /* For the metrics (O1): written under `lock`, read by m0__bus_stats() without it. */
-        m0_counter published; /* kept events published since the process started */
-        m0_counter evicted;   /* kept events pushed out of the replay store by newer ones */
+        m0_counter published;   /* kept events published since the process started */
+        m0_counter evicted;     /* kept events pushed out of the replay store by newer ones */
+        m0_counter transient;   /* transient events published */
+        m0_counter unfollowed;  /* events published to a channel no loop followed */
+        m0_counter lease_waits; /* publishes that waited for the lease */
 };
 
 /* What the bus counted, for the metrics (O1). */
 struct m0_bus_stats {
-        uint64_t published;
-        uint64_t evicted;
+        uint64_t published, evicted, transient, unfollowed, lease_waits;
+        uint64_t chans_evicted; /* the replay store's */
+        uint64_t past_bound;    /* the replay store's: frames a channel alone past the bound lost */
 };
 
 extern struct m0_bus *m0__bus_global; /* set once before any thread exists */

@@ -326,18 +326,20 @@ static int drain(struct m0_host *h, int signo, uint64_t bound_ms)
 /* What the bus did, at the stop: the counts N4 and N3 promise (eviction, the lease's waits). */
 static void log_bus(struct m0_bus *b)
 {
+        struct m0_bus_stats st;
         pthread_mutex_lock(&b->lock);
+        m0__bus_stats(b, &st);
         m0__log(M0_LOG_NOTICE, -1, NULL,
                 "bus stopped: published %llu events and %llu transient ones (%llu on a channel "
                 "nobody followed); last id %llu; replay kept %llu frames of %zu channels in %zu "
                 "bytes, channels "
                 "evicted %llu, frames given up past the bound %llu; publishes that waited for "
                 "the id lease %llu",
-                (unsigned long long)m0__counter_read(&b->published),
-                (unsigned long long)b->transient, (unsigned long long)b->unfollowed,
-                (unsigned long long)b->last_id, (unsigned long long)b->replay.frames,
-                b->replay.map.n, b->replay.bytes, (unsigned long long)b->replay.evicted,
-                (unsigned long long)b->replay.dropped, (unsigned long long)b->lease_waits);
+                (unsigned long long)st.published, (unsigned long long)st.transient,
+                (unsigned long long)st.unfollowed, (unsigned long long)b->last_id,
+                (unsigned long long)b->replay.frames, b->replay.map.n, b->replay.bytes,
+                (unsigned long long)st.chans_evicted, (unsigned long long)st.past_bound,
+                (unsigned long long)st.lease_waits);
         pthread_mutex_unlock(&b->lock);
 }
 

@@ -148,6 +148,23 @@ static void sample(struct out *o, const char *name, const char *suffix, const ch
 
 /* ---- the families ---- */
 
+/* A family of one unlabelled sample: a uint64_t at `off` in the struct the caller read. */
+struct row {
+        const char *name;
+        enum type t;
+        const char *help;
+        size_t off;
+};
+
+static void rows(struct out *o, const struct row *r, size_t n, const void *base)
+{
+        for (size_t i = 0; i < n; i++) {
+                family(o, r[i].name, r[i].t, NULL, r[i].help);
+                sample(o, r[i].name, r[i].t == COUNTER ? "_total" : "", "",
+                       *(const uint64_t *)(const void *)((const char *)base + r[i].off));
+        }
+}
+
 /* Read one counter of each loop: `off` is its offset in struct m0_loop. */
 static uint64_t loop_counter(const struct m0_loop *l, size_t off)
 {
@@ -286,12 +303,31 @@ static void bus(struct out *o, struct m0_host *h)
 {
         struct m0_bus_stats bs = {0};
         m0__bus_stats(&h->bus, &bs);
-        family(o, "m0_bus_events_published", COUNTER, NULL, "Events published on the bus.");
-        sample(o, "m0_bus_events_published", "_total", "", bs.published);
-        family(o, "m0_bus_events_evicted", COUNTER, NULL,
-               "Events replay gave up for newer ones: past a channel's M0_REPLAY_PER_CHANNEL, or "
-               "M0_REPLAY_BYTES.");
-        sample(o, "m0_bus_events_evicted", "_total", "", bs.evicted);
+        static const struct row counts[] = {
+#define BUS_ROW(n, help, f) {n, COUNTER, help, offsetof(struct m0_bus_stats, f)}
+                BUS_ROW("m0_bus_events_published", "Events published on the bus.", published),
+                BUS_ROW("m0_bus_events_evicted",
+                        "Events replay gave up for newer ones: past a channel's "
+                        "M0_REPLAY_PER_CHANNEL, or M0_REPLAY_BYTES.",
+                        evicted),
+                BUS_ROW("m0_bus_events_transient",
+                        "Transient events published: delivered, never kept.", transient),
+                BUS_ROW("m0_bus_events_unfollowed",
+                        "Events published to a channel no stream followed: delivered to none.",
+                        unfollowed),
+                BUS_ROW("m0_bus_channels_evicted",
+                        "Channels replay gave up whole, the one published to longest ago first, "
+                        "to stay within M0_REPLAY_BYTES.",
+                        chans_evicted),
+                BUS_ROW("m0_bus_events_past_bound",
+                        "Events replay gave up of a channel alone past M0_REPLAY_BYTES (also in "
+                        "m0_bus_events_evicted).",
+                        past_bound),
+                BUS_ROW("m0_bus_lease_waits", "Publishes that waited for the id lease (N3).",
+                        lease_waits),
+#undef BUS_ROW
+        };
+        rows(o, counts, sizeof(counts) / sizeof(counts[0]), &bs);
         per_loop(o, h, "m0_bus_events_delivered", COUNTER, NULL,
                  "Event frames written to streams as they were published, one per stream.",
                  LOOP_FIELD(stats.delivered));
@@ -351,12 +387,7 @@ int m0__metrics_render_pgbus(struct m0_pgbus *pg, enum m0_metrics_format f, stru
                 sample(&o, "m0_bus_database_state", "", lb,
                        strncmp(state, want, strlen(want)) == 0);
         }
-        static const struct {
-                const char *name;
-                enum type t;
-                const char *help;
-                size_t off;
-        } rows[] = {
+        static const struct row pg_rows[] = {
 #define ROW(n, t, help, f) {n, t, help, offsetof(struct m0_pgbus_stats, f)}
                 ROW("m0_bus_database_queued_events", GAUGE, "Events waiting for the database.",
                     queued),
@@ -374,11 +405,7 @@ int m0__metrics_render_pgbus(struct m0_pgbus *pg, enum m0_metrics_format f, stru
                     last_id),
 #undef ROW
         };
-        for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-                family(&o, rows[i].name, rows[i].t, NULL, rows[i].help);
-                sample(&o, rows[i].name, rows[i].t == COUNTER ? "_total" : "", "",
-                       *(const uint64_t *)(const void *)((const char *)&st + rows[i].off));
-        }
+        rows(&o, pg_rows, sizeof(pg_rows) / sizeof(pg_rows[0]), &st);
         return o.err;
 }
 

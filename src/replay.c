@@ -137,13 +137,13 @@ static void shrink(struct m0_replay *r, struct m0_rchan *c)
                 struct m0_rchan *old = M0__LIST_FIRST(&r->lru, struct m0_rchan, lru);
                 if (old && old != c) {
                         chan_free(r, old);
-                        r->evicted++;
+                        m0__count(&r->evicted, 1);
                         continue;
                 }
                 if (!c->count)
                         break;
                 drop_oldest(r, c);
-                r->dropped++;
+                m0__count(&r->dropped, 1);
         }
         if (!c->count)
                 chan_free(r, c);

@@ -10,6 +10,7 @@
 
 #include "hmap.h"
 #include "list.h"
+#include "metrics.h"
 
 struct m0_frame;
 struct m0_fvec;
@@ -40,11 +41,12 @@ struct m0_replay {
         size_t log_limit;       /* the fd store's live copies may hold this many bytes */
         struct m0_store *store; /* written a copy of each frame kept, or NULL */
         uint64_t frames;        /* kept now */
-        uint64_t evicted;       /* channels evicted, idle longest, to stay within the bounds */
-        uint64_t dropped;       /* frames not kept: their channel alone was past the bound */
         uint64_t floor;         /* the newest id given up or never kept: every kept event past
                                    it is still here (a shared bus's replay asks the table below
                                    it, D95) */
+        /* For the metrics (O1): written under the bus lock, read without it. */
+        m0_counter evicted; /* channels evicted, idle longest, to stay within the bounds */
+        m0_counter dropped; /* frames not kept: their channel alone was past the bound */
 };
 
 void m0__replay_init(struct m0_replay *r, uint32_t per_channel, size_t limit);

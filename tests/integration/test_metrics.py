@@ -183,7 +183,8 @@ def test_O1_formats_promtool_and_the_strict_parser():
                      ("m0_request_duration_seconds", "histogram", "seconds"),
                      ("m0_received_bytes", "counter", "bytes"),
                      ("m0_pool_job_duration_seconds", "histogram", "seconds"),
-                     ("m0_build", "info", ""), ("m0_streams", "gauge", "")]:
+                     ("m0_build", "info", ""), ("m0_streams", "gauge", ""),
+                     ("m0_bus_channels_evicted", "counter", "")]:
             check(want in fams, f"family {want} in {sorted(fams)}")
         for accept in ("application/openmetrics-text;version=1.0.0,text/plain;q=0.5", "*/*"):
             eq(scrape(s, accept)[1]["content-type"], OM_TYPE, f"Accept: {accept}")
@@ -357,6 +358,60 @@ def test_O1_pool_histogram_and_streams():
               value(smp, "m0_bus_events_delivered_total", loop=0), "published")
         st.close()
         until(lambda: value(samples(scrape(s)[2]), "m0_streams", loop=0) == 0, "stream closed")
+
+
+def test_O1_N4_the_bus_counts_transient_unfollowed_and_evicted():
+    """The counts of the bus's stop line are families too: transient events, events on a channel
+    no stream follows, channels evicted whole to stay within M0_REPLAY_BYTES, events a channel
+    alone past that bound gave up, publishes that waited for the id lease. Exact for what the
+    test published, and the same numbers the stop line then logs."""
+    env = {"M0_HOSTCHECK_STEP_FAILS_AT": 1, "M0_SSE_HEARTBEAT_MS": 0, "M0_HOSTCHECK_PUBLISH": 1,
+           "M0_REPLAY_BYTES": 65536, "M0_REPLAY_PER_CHANNEL": 65536}
+    with Server("host_check", env=env, sockets=METRICS_SOCKETS) as s:
+        s.wait_ready()
+
+        def publish(q):
+            r = s.connect(timeout=60).exchange("POST", f"/publish?event=e&{q}", timeout=60)
+            eq(r.status, 200, f"POST /publish?{q}: {r.body!r}")
+
+        st = s.connect()
+        eq(m0test.open_stream(st, "/follow?channels=f").status, 200, "/follow?channels=f")
+        eq(st.read_exact(len(m0test.OPEN_BLOCKS), timeout=5), m0test.OPEN_BLOCKS, "first bytes")
+        publish("channel=f&n=2&transient=1")  # followed: delivered, never kept
+        publish("channel=nobody&transient=1")  # transient, and on a channel nobody follows
+        publish("channel=nobody")  # kept, followed by none
+        # 3000 channels of one event each, where 64 KiB keeps a few hundred: the idle go whole.
+        publish("channel=m&n=3000&distinct=1")
+        # One channel of 2000 events, which 64 KiB cannot keep alone: it gives up its oldest.
+        publish("channel=big&n=2000")
+        eq(len([b for b in m0test.SSEReader(st).read_for(0.3) if b.is_event]), 2,
+           "the transient events on the stream")
+        smp = samples(scrape(s)[2])
+        got = {n: value(smp, f"m0_bus_{n}_total") for n in (
+            "events_published", "events_evicted", "events_transient", "events_unfollowed",
+            "channels_evicted", "events_past_bound", "lease_waits")}
+        eq(got["events_transient"], 3, "m0_bus_events_transient_total")
+        eq(got["events_unfollowed"], 1 + 1 + 3000 + 2000, "m0_bus_events_unfollowed_total")
+        eq(got["events_published"], 1 + 3000 + 2000, "m0_bus_events_published_total")
+        eq(got["lease_waits"], 0, "m0_bus_lease_waits_total (no state directory, no lease)")
+        eq(value(smp, "m0_bus_events_delivered_total", loop=0), 2, "delivered: the transient two")
+        check(got["channels_evicted"] > 2000, f"channels evicted: {got}")
+        check(got["events_past_bound"] > 1000, f"events past the bound: {got}")
+        eq(s.stop(), 0, "exit status")
+        line = s.wait_log(r"bus stopped")
+        m = re.search(r"published (\d+) events and (\d+) transient ones \((\d+) on a channel "
+                      r"nobody followed\); last id \d+; replay kept (\d+) frames of (\d+) "
+                      r"channels in \d+ bytes, channels evicted (\d+), frames given up past the "
+                      r"bound (\d+); publishes that waited for the id lease (\d+)", line)
+        check(m, line)
+        pub, tr, unf, kept, chans, ev, past, waits = map(int, m.groups())
+        eq((got["events_published"], got["events_transient"], got["events_unfollowed"],
+            got["channels_evicted"], got["events_past_bound"], got["lease_waits"]),
+           (pub, tr, unf, ev, past, waits), "the families against the stop line")
+        # Every channel published to is kept or was evicted; every kept event published is kept
+        # or was given up (the stop line's own counts, read under the bus lock).
+        eq(ev + chans, 1 + 3000 + 1, "channels evicted and kept: nobody, m0..m2999, big")
+        eq(got["events_evicted"] + kept, pub, "events evicted and kept: every one published")
 
 
 def test_O1_X1_metrics_answer_through_the_drain():

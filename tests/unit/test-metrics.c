@@ -132,6 +132,13 @@ START_TEST(every_loop_counted)
         HAS(om, "m0_streams_closed_total{loop=\"0\",reason=\"channel_full\"} 5");
         HAS(om, "m0_bus_events_published_total 5");
         HAS(om, "m0_bus_events_evicted_total 1");
+        /* every one of them on a channel no loop follows, the last one transient */
+        HAS(om, "# TYPE m0_bus_events_transient counter");
+        HAS(om, "m0_bus_events_transient_total 1");
+        HAS(om, "m0_bus_events_unfollowed_total 6");
+        HAS(om, "m0_bus_channels_evicted_total 0");
+        HAS(om, "m0_bus_events_past_bound_total 0");
+        HAS(om, "m0_bus_lease_waits_total 0");
         HAS(om, "m0_build_info{app=\"we\\\"ird\",version=\"" PACKAGE_VERSION "\"} 1");
         ck_assert_ptr_null(strstr(om, "m0_pool_")); /* no pool, no pool families */
         ck_assert_ptr_null(strstr(om, "m0_access_log_"));
