@@ -150,10 +150,10 @@ def test_B4_ids_continue_after_kill_9_and_replay_crosses_it():
             )
             n, kept = int(m.group(1)), int(m.group(2))
             check(n >= last, f"ids continue after {n}, but {last} was seen before the crash")
-            eq(kept, n, "frames kept (all of them, fewer than the ring holds)")
+            eq(kept, n, "frames kept (all of them, fewer than a channel keeps)")
             check(not any("ids start" in ln for ln in s2.log_lines()), s2.log_text())
             # A client that saw `last` - 5 reconnects: everything after it, once, in order —
-            # the old process's frames from the ring, then the new one's.
+            # the old process's frames from the replay store, then the new one's.
             back = _stream(s2, [("Last-Event-ID", str(last - 5))])
             got = [back.expect(5) for _ in range(n - last + 5 + 10)]
             eq([f.id_int for f in got], list(range(last - 4, n + 11)), "ids after reconnecting")

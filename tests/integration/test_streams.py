@@ -376,7 +376,7 @@ def test_B2_full_channel_closes_its_streams_they_come_back_with_last_event_id():
     """--channel-frames 8: a loop that is handed more frames than its channel holds before it
     delivers them (its own 3000 pipelined POSTs) closes its stream after the last frame it
     could deliver, leaving no hole; the client reconnects with Last-Event-ID and gets the rest
-    from the replay ring; the exit line counts the stream and the frames refused, and the
+    from the replay store; the exit line counts the stream and the frames refused, and the
     overflow is logged."""
     n = 3000
     # A slice of 64 requests publishes 64 frames before the loop delivers: more than 8.
