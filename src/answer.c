@@ -253,6 +253,7 @@ static void answer(struct m0_conn *c, m0_req *req, m0_res *res, bool is_head,
                 l->wbuf.len = mark; /* no half-written head goes out before the 500 */
                 struct m0_host_answer a = {.status = 500,
                                            .conn = M0__CONN_CLOSE,
+                                           .head_only = is_head,
                                            .req = req,
                                            .ret_body_len = &body_len};
                 (void)m0__res_error(l, &a, &l->wbuf);
@@ -326,7 +327,7 @@ void m0__conn_dispatch(struct m0_conn *c)
         size_t hl;
         char *head = (char *)l->cur_base + c->req_off;
         int st = c->indexed ? 0 : m0__http_head_parse(head, c->head_len, &h->cfg, req, &hl);
-        c->indexed = false;
+        c->indexed = true; /* a refusal below reads what the walk cut */
         bool is_head = c->parser.method == HTTP_HEAD;
         c->nreq++;
         l->requests++;
@@ -362,20 +363,59 @@ void m0__conn_dispatch(struct m0_conn *c)
         if (c->body.cap > 64 * 1024)
                 m0__buf_free(&c->body);
         c->body.len = 0;
+        c->indexed = false;
 }
 
+/*
+ * The bytes of the request being refused that the parser took, from its first byte on: the
+ * head so far, or the whole head once it is complete (the body's bytes may follow it; the
+ * head's fields end at its empty line). Past an error in the head, only what came before the
+ * error. 0 when none of it is known: between requests (bytes held unparsed are no request yet),
+ * or its bytes were let go.
+ */
+static size_t refused_head(const struct m0_conn *c, const char **ret)
+{
+        const struct m0_loop *l = c->loop;
+        bool parsing = l->cur_conn == c;
+        const char *base = parsing ? l->cur_base : c->rbuf;
+        size_t end = parsing ? l->cur_len : c->rlen;
+        if (c->phase == PH_IDLE || !c->req_started || !base)
+                return 0;
+        if (c->phase == PH_HEAD && llhttp_get_errno(&c->parser) != HPE_OK) {
+                const char *at = llhttp_get_error_pos(&c->parser);
+                end = at && at >= base ? (size_t)(at - base) : 0;
+        }
+        if (end <= c->req_off)
+                return 0;
+        *ret = base + c->req_off;
+        return end - c->req_off;
+}
+
+/*
+ * Refuse the request being read (H2, H3, Q4) with what of it is known (D100): a HEAD's refusal
+ * is its head alone (RFC 9110 9.3.2). Once the head has been walked into the loop's request
+ * (c->indexed) the method is llhttp's; before that, it comes from the bytes the parser took. A
+ * refusal before the method is whole cannot know it: the answer is then a GET's.
+ */
 void m0__conn_refuse(struct m0_conn *c, int status)
 {
         struct m0_loop *l = c->loop;
+        const char *head = NULL;
+        size_t n = refused_head(c, &head);
         char allow[520] = "Allow: ";
-        struct m0_host_answer a = {.status = status, .conn = M0__CONN_CLOSE};
+        struct m0_host_answer a = {
+                .status = status,
+                .conn = M0__CONN_CLOSE,
+                .head_only = n && c->indexed ? c->parser.method == HTTP_HEAD
+                                             : n >= 5 && memcmp(head, "HEAD ", 5) == 0,
+        };
         if (status == 405) {
                 /* CONNECT (RFC 9110 9.3.6): the app's methods, as for OPTIONS * */
-                size_t n = m0__router_allow(&l->host->router, l->host->router.methods, allow + 7,
+                size_t k = m0__router_allow(&l->host->router, l->host->router.methods, allow + 7,
                                             sizeof(allow) - 9);
-                memcpy(allow + 7 + n, "\r\n", 2);
+                memcpy(allow + 7 + k, "\r\n", 2);
                 a.headers = allow;
-                a.headers_len = 7 + n + 2;
+                a.headers_len = 7 + k + 2;
         }
         size_t mark = l->wbuf.len;
         (void)m0__res_error(l, &a, &l->wbuf);

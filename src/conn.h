@@ -47,7 +47,8 @@ struct m0_conn {
         bool closing;     /* answer no more; close once the output is out */
         bool lingering;   /* output out, write side shut; dropping the client's bytes */
         bool busy;        /* a pool thread is answering the current request */
-        bool indexed;     /* the current head is already indexed into the loop's request */
+        bool indexed;     /* the current head is cut into the loop's request: indexed, or as
+                             far as a walk that refused it went (its bytes hold NULs) */
         bool routed;      /* a request with a body, routed at headers-complete (Q6, H8) */
         bool discard;     /* ... to a host answer: its body is read and dropped */
         int err_status;   /* the status a callback chose when it stopped the parser, or

@@ -107,13 +107,13 @@ static int on_headers_complete(llhttp_t *p)
         /* Without a body the request is answered within this very llhttp_execute(): the head is
          * checked and indexed into the loop's request in one walk. With one, other connections
          * may be served before it completes, so the head stays intact and is indexed then. */
+        c->indexed = !has_body; /* whatever the walk says: the head is cut into the request */
         int st = m0__http_head_parse(head, l->cur_len - c->req_off, cfg, has_body ? NULL : &l->req,
                                      &hl);
         if (st) {
                 c->err_status = st;
                 return -1;
         }
-        c->indexed = !has_body;
         c->head_len = (uint32_t)hl;
         c->read_deadline = 0; /* the head is whole */
         if (p->method == HTTP_CONNECT) {

@@ -151,6 +151,53 @@ def test_Q4_app_error_callback():
     _run_style("callback")
 
 
+# The host's answers a HEAD can get, as GETs (RFC 9110 9.3.2): name, the GET's bytes, whether
+# the connection closes after it.
+HEAD_CASES = [(c[0], c[1], c[5]) for c in CASES if c[1].startswith(b"GET ")] + [
+    ("a declared body past --max-body-bytes",
+     b"GET /health HTTP/1.1\r\nHost: t\r\nContent-Length: 300001\r\n\r\n", True),
+    ("an Expect the host does not know, to a GET route",
+     b"GET /health HTTP/1.1\r\nHost: t\r\nExpect: bogus\r\nContent-Length: 3\r\n\r\nabc",
+     True),
+]
+
+
+def test_Q4_head_gets_the_head_alone_in_every_style():
+    """A HEAD the host refuses gets the head its GET gets, in every style: the status, the
+    Content-Type and the Content-Length of the body the app's callback or problem+json made,
+    and not one byte of that body: the connection closes with no byte after the head, or goes
+    on to its next request."""
+    failures = []
+    for style in ("text", "json", "callback"):
+        e = {"M0_HOSTCHECK_ERRORS": style} if style != "text" else {}
+        with Server("host_check", args=ARGS, env=e) as s:
+            s.wait_ready()
+            for name, raw, closes in HEAD_CASES:
+                try:
+                    c = s.connect()
+                    c.send(raw)
+                    g = c.read_response(timeout=10)
+                    c.close()
+                    check(len(g.body) > 0, f"the GET's answer has a body: {g!r}")
+                    c = s.connect()
+                    c.send(b"HEAD" + raw[3:])
+                    h = c.read_head(timeout=10)
+                    eq([(h.status, h.header(k)) for k in ("Content-Type", "Content-Length",
+                                                          "Connection")],
+                       [(g.status, g.header(k)) for k in ("Content-Type", "Content-Length",
+                                                          "Connection")], "the HEAD's head")
+                    if closes:
+                        c.expect_eof()
+                    else:
+                        r = c.get("/health")
+                        eq((r.status, r.body), (200, b"ok\n"), "the next request")
+                    c.close()
+                except AssertionError as ex:
+                    failures.append(f"{style}: {name}: {str(ex).splitlines()[0]}")
+    if failures:
+        raise AssertionError(f"{len(failures)} answers:\n" + "\n".join(failures))
+
+
 def test_Q4_options_is_no_error():
     """T2: the 204 to OPTIONS and to OPTIONS * is the host's, in every style alike: Allow, no body,
     no type, the callback not asked, the connection kept."""
