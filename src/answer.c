@@ -251,12 +251,22 @@ static void answer(struct m0_conn *c, m0_req *req, m0_res *res, bool is_head,
         size_t body_len = res->body.len;
         if (r < 0) {
                 l->wbuf.len = mark; /* no half-written head goes out before the 500 */
+                struct m0_buf lines = {0};
+                if (h->cors.on) {
+                        const char *origin = m0_req_header(req, "origin");
+                        if (m0__cors_answer(&h->cors, origin, origin ? strlen(origin) : 0, &lines) <
+                            0)
+                                lines.len = 0;
+                }
                 struct m0_host_answer a = {.status = 500,
                                            .conn = M0__CONN_CLOSE,
                                            .head_only = is_head,
+                                           .headers = lines.data,
+                                           .headers_len = lines.len,
                                            .req = req,
                                            .ret_body_len = &body_len};
                 (void)m0__res_error(l, &a, &l->wbuf);
+                m0__buf_free(&lines);
                 conn = M0__CONN_CLOSE;
         }
         if (l->observe || h->cfg.access_log == M0_ACCESS_LINE)
@@ -391,34 +401,69 @@ static size_t refused_head(const struct m0_conn *c, const char **ret)
         return end - c->req_off;
 }
 
+/* The Origin field of a refused request's head `h` (n bytes), when its line is whole: a value
+ * the head is cut inside, or whose line does not end in CRLF, is no origin. */
+static const char *refused_origin(const char *h, size_t n, size_t *ret_len)
+{
+        size_t vn = 0;
+        const char *v = m0__head_field(h, n, "origin", &vn);
+        if (!v)
+                return NULL;
+        const char *e = v + vn, *end = h + n;
+        while (e < end && (*e == ' ' || *e == '\t'))
+                e++;
+        if (end - e < 2 || e[0] != '\r' || e[1] != '\n')
+                return NULL;
+        *ret_len = vn;
+        return v;
+}
+
 /*
- * Refuse the request being read (H2, H3, Q4) with what of it is known (D100): a HEAD's refusal
- * is its head alone (RFC 9110 9.3.2). Once the head has been walked into the loop's request
- * (c->indexed) the method is llhttp's; before that, it comes from the bytes the parser took. A
- * refusal before the method is whole cannot know it: the answer is then a GET's.
+ * Refuse the request being read (H2, H3, Q4, Q5) with what of it is known: a HEAD's refusal is
+ * its head alone (RFC 9110 9.3.2, D100), and an app with CORS gets the lines of Q5 for the
+ * Origin field read (D101). Once the head has been walked into the loop's request (c->indexed)
+ * the method is llhttp's and the fields are the ones the walk cut before it stopped; before
+ * that, both come from the bytes the parser took. A refusal before the method is whole, or
+ * before the Origin line is (a head cut or refused ahead of it), cannot know them: the answer
+ * is then a GET's, without the Origin's lines, which is all the bytes allow.
  */
 void m0__conn_refuse(struct m0_conn *c, int status)
 {
         struct m0_loop *l = c->loop;
+        const struct m0_host *h = l->host;
+        struct m0_buf lines = {0};
         const char *head = NULL;
         size_t n = refused_head(c, &head);
-        char allow[520] = "Allow: ";
+        bool walked = n && c->indexed;
         struct m0_host_answer a = {
                 .status = status,
                 .conn = M0__CONN_CLOSE,
-                .head_only = n && c->indexed ? c->parser.method == HTTP_HEAD
-                                             : n >= 5 && memcmp(head, "HEAD ", 5) == 0,
+                .head_only = walked ? c->parser.method == HTTP_HEAD
+                                    : n >= 5 && memcmp(head, "HEAD ", 5) == 0,
         };
+        int r = 0;
         if (status == 405) {
                 /* CONNECT (RFC 9110 9.3.6): the app's methods, as for OPTIONS * */
-                size_t k = m0__router_allow(&l->host->router, l->host->router.methods, allow + 7,
-                                            sizeof(allow) - 9);
-                memcpy(allow + 7 + k, "\r\n", 2);
-                a.headers = allow;
-                a.headers_len = 7 + k + 2;
+                char allow[512];
+                m0__router_allow(&h->router, h->router.methods, allow, sizeof(allow));
+                r = m0__buf_printf(&lines, "Allow: %s\r\n", allow);
         }
+        if (r == 0 && h->cors.on && n) {
+                size_t on = 0;
+                const char *origin = NULL;
+                if (walked && l->req.nheaders) {
+                        origin = m0_req_header(&l->req, "origin");
+                        on = origin ? strlen(origin) : 0;
+                } else {
+                        origin = refused_origin(head, n, &on);
+                }
+                r = m0__cors_answer(&h->cors, origin, on, &lines);
+        }
+        a.headers = lines.data;
+        a.headers_len = r == 0 ? lines.len : 0;
         size_t mark = l->wbuf.len;
         (void)m0__res_error(l, &a, &l->wbuf);
+        m0__buf_free(&lines);
         m0__request_refused(c, status, l->wbuf.len - mark);
         c->closing = true;
 }

@@ -215,6 +215,7 @@ static int header_fields(struct head_walk *w, char *head, const struct m0_config
                         hd->name = (const char *)name;
                         ((char *)v)[vn] = '\0';
                         hd->value = v;
+                        req->nheaders = nfields; /* a walk refused later leaves these readable */
                 }
         }
 }
@@ -297,6 +298,8 @@ int m0__http_head_parse(char *head, size_t avail, const struct m0_config *cfg, s
         struct head_walk w = {.p = (const unsigned char *)head, .te_chunked = true};
         w.end = w.p + avail;
         const unsigned char *s;
+        if (req)
+                req->nheaders = 0;
         int st = request_line(&w, cfg, &s);
         if (!st)
                 st = header_fields(&w, head, cfg, req, &s);

@@ -18,7 +18,8 @@ extern const unsigned char m0__vchar[256];
  * Check a complete request head at `head` for what H3 forbids and llhttp may let through, and
  * index it. Returns 0 and the head's length in *ret_len, or an HTTP status (400, 414, 431)
  * for a head that must be refused. When `req` is non-NULL the head is also cut into
- * NUL-terminated strings and indexed into req (headers up to `max_fields`).
+ * NUL-terminated strings and indexed into req (headers up to `max_fields`); a head refused
+ * leaves req's headers the fields cut before the refusal, for the refusal's own lines (Q5).
  */
 int m0__http_head_parse(char *head, size_t avail, const struct m0_config *cfg, struct m0_req *req,
                         size_t *ret_len);

@@ -505,6 +505,97 @@ def test_Q5_cors_listed_origins():
     run_rows(CORS_LIST, env={"M0_ROUTESCHECK_CORS": f"{APP},{DEV}"})
 
 
+# Q5, D100: the host's refusals made before routing carry the same lines for an Origin field
+# read whole before the refusal, and none for one it never read.
+HEAD_LIMIT = 2048
+PAD = b"X-Pad: " + b"p" * (HEAD_LIMIT + 100) + b"\r\n"
+TOO_BIG = host_answer(431, "Request Header Fields Too Large")
+CHUNKED = b"Transfer-Encoding: chunked\r\n"
+ALLOWED = dict(Access_Control_Allow_Origin=APP, Vary="Origin",
+               Access_Control_Expose_Headers="Location, ETag")
+OTHER = dict(Access_Control_Allow_Origin=None, Vary="Origin", Access_Control_Expose_Headers=None)
+EVIL = "https://evil.example"
+
+
+def chunked(path, headers, body):
+    return b"POST " + path + b" HTTP/1.1\r\nHost: test\r\n" + headers + CHUNKED + b"\r\n" + body
+
+
+CORS_REFUSALS = [
+    row("a 431 after Origin", get(b"/health", origin(APP) + PAD), ans(431, TOO_BIG, **ALLOWED),
+        "close"),
+    row("a 431 after another origin", get(b"/health", origin(EVIL) + PAD),
+        ans(431, TOO_BIG, **OTHER), "close"),
+    row("a 431 before Origin: never read", get(b"/health", PAD + origin(APP)),
+        ans(431, TOO_BIG, **OTHER), "close"),
+    row("a 431 to a HEAD after Origin", get(b"/health", origin(APP) + PAD, b"HEAD"),
+        ans(431, b"", Content_Length=str(len(TOO_BIG)), **ALLOWED), "close"),
+    row("a 431 to a head with a body, after Origin",
+        b"POST /upload HTTP/1.1\r\nHost: test\r\n" + origin(APP) + PAD
+        + b"Content-Length: 3\r\n\r\nabc", ans(431, TOO_BIG, **ALLOWED), "close"),
+    row("the walk's 400 after Origin", get(b"/health", origin(APP) + b"X-A: a\x01b\r\n"),
+        ans(400, BAD, **ALLOWED), "close"),
+    row("the parser's 400 after Origin", get(b"/health", origin(APP) + b"X-A : a\r\n"),
+        ans(400, BAD, **ALLOWED), "close"),
+    row("the parser's 400 after another origin", get(b"/health", origin(EVIL) + b"X-A : a\r\n"),
+        ans(400, BAD, **OTHER), "close"),
+    row("a chunk size that is no number", chunked(b"/upload", origin(APP), b"zz\r\n"),
+        ans(400, BAD, **ALLOWED), "close"),
+    row("... from another origin", chunked(b"/upload", origin(EVIL), b"zz\r\n"),
+        ans(400, BAD, **OTHER), "close"),
+    row("a chunked body past the route's bound",
+        chunked(b"/upload", origin(APP), b"11\r\n" + b"a" * 17 + b"\r\n0\r\n\r\n"),
+        ans(413, TOO_LARGE, **ALLOWED), "close"),
+    row("... from another origin",
+        chunked(b"/upload", origin(EVIL), b"11\r\n" + b"a" * 17 + b"\r\n0\r\n\r\n"),
+        ans(413, TOO_LARGE, **OTHER), "close"),
+    row("a chunked body not ending in CRLF CRLF",
+        chunked(b"/upload", origin(APP), b"3\r\nabc\r\n0\r\n\n"), ans(400, BAD, **ALLOWED),
+        "close"),
+    row("an Expect the host does not know",
+        body_req(b"POST", b"/upload", b"abc", origin(APP) + b"Expect: bogus\r\n"),
+        ans(417, host_answer(417, "Expectation Failed"), **ALLOWED), "close"),
+    row("CONNECT", b"CONNECT a:1 HTTP/1.1\r\nHost: a:1\r\n" + origin(APP) + b"\r\n",
+        ans(405, NOT_ALLOWED, Allow="GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS", **ALLOWED),
+        "close"),
+]
+
+
+def test_Q5_cors_on_the_host_refusals():
+    run_rows(CORS_REFUSALS, args=["--max-head-bytes", str(HEAD_LIMIT)],
+             env={"M0_ROUTESCHECK_CORS": f"{APP},{DEV}",
+                  "M0_ROUTESCHECK_CORS_EXPOSE": "Location, ETag"})
+
+
+def _refused_when_stalled(s, raw):
+    """Send `raw` and stall: the refusal's status and CORS fields, the close after it."""
+    c = s.connect(timeout=5)
+    c.send(raw)
+    r = c.read_response(timeout=5)
+    c.expect_eof()
+    c.close()
+    return (r.status, r.header("Access-Control-Allow-Origin"), r.header("Vary"))
+
+
+def test_Q5_cors_on_a_head_that_stops_coming():
+    """A 408 carries the lines for an Origin line that arrived whole; one cut inside its value
+    is no origin, even when what came is an allowed one (it may go on as APP + ".evil...")."""
+    head = b"GET /health HTTP/1.1\r\nHost: test\r\n"
+    with Server("routes_check", args=["--header-timeout-ms", "300"],
+                env={"M0_ROUTESCHECK_CORS": APP}) as s:
+        s.wait_ready()
+        eq(_refused_when_stalled(s, head + origin(APP)), (408, APP, "Origin"), "a whole line")
+        eq(_refused_when_stalled(s, head + origin(APP)[:-2]), (408, None, "Origin"),
+           "a line cut before its CR LF")
+        eq(_refused_when_stalled(s, head + origin(APP)[:-1]), (408, None, "Origin"),
+           "a line cut between its CR and LF")
+        eq(_refused_when_stalled(s, head), (408, None, "Origin"), "no Origin yet")
+        eq(_refused_when_stalled(s, b"GET /hea"), (408, None, "Origin"), "no field yet")
+        # refused at its first byte: nothing of a request was read, nothing varies
+        eq(_refused_when_stalled(s, b"\x01GET / HTTP/1.1\r\n\r\n"), (400, None, None),
+           "no request")
+
+
 def test_Q5_cors_credentials_expose_and_max_age():
     run_rows([
         row("credentials on an answer", get(b"/health", origin(APP)),
