@@ -188,3 +188,28 @@ def test_H4_a_refusal_before_the_method_is_a_gets():
         st, f, tail = _split(_to_eof(s, b"HEAD"), "HEAD without its space")
         eq((st, f.get("Content-Length"), tail), (408, "20", b"408 Request Timeout\n"),
            "the answer")
+
+
+def test_H4_the_method_is_the_refused_requests_own():
+    """On a kept connection the HEAD answered before says nothing of the request refused after
+    it: a GET refused by the walk, and bytes that are no request, get their bodies; a HEAD
+    refused behind a GET gets none."""
+    with Server("host_check", args=HEAD_ARGS) as s:
+        s.wait_ready()
+        head = b"HEAD /health HTTP/1.1\r\nHost: test\r\n\r\n"
+        ok = (b"HTTP/1.1 200 OK\r\n", b"Content-Length: 3\r\n")
+        for name, then, body in (
+                ("a GET the walk refuses", b"GET /health HTTP/1.1\r\nHost: test\r\nX: a\x01\r\n\r\n",
+                 b"400 Bad Request\n"),
+                ("bytes that are no request", b"\x01\x02\r\n\r\n", b"400 Bad Request\n")):
+            out = _to_eof(s, head + then)
+            first, _, rest = out.partition(b"\r\n\r\n")
+            eq((first.startswith(ok[0]), ok[1] in first + b"\r\n"), (True, True), f"{name}: HEAD")
+            st, f, tail = _split(rest, name)
+            eq((st, f.get("Content-Length"), tail), (400, "16", body), f"{name}: the refusal")
+        big = b"HEAD /health HTTP/1.1\r\nHost: test\r\nX-Pad: " + b"p" * 2000 + b"\r\n\r\n"
+        out = _to_eof(s, b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n" + big)
+        st, f, tail = _split(out, "the GET")
+        eq((st, tail[:3]), (200, b"ok\n"), "the GET")
+        st, f, tail = _split(tail[3:], "the HEAD behind it")
+        eq((st, f.get("Content-Length"), tail), (431, "36", b""), "the HEAD's 431 behind a GET")
