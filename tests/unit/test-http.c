@@ -444,6 +444,37 @@ START_TEST(head_size_limit)
 }
 END_TEST
 
+/* A head refused by the walk leaves the request the fields it cut before the refusal (Q5: the
+ * refusal's CORS lines read the Origin there), and none past it. */
+START_TEST(refused_walk_keeps_the_fields_before)
+{
+        struct parsed p;
+        PARSE(&p, "GET / HTTP/1.1\r\nHost: a\r\nOrigin: https://a.example \r\nX: b\x01\r\n"
+                  "Late: c\r\n\r\n");
+        ck_assert_int_eq(p.rc, 400);
+        ck_assert_uint_eq(p.req.nheaders, 2);
+        ck_assert_str_eq(m0_req_header(&p.req, "origin"), "https://a.example");
+        ck_assert_ptr_null(m0_req_header(&p.req, "late"));
+        parsed_free(&p);
+
+        cfg.max_header_fields = 2;
+        PARSE(&p, "GET / HTTP/1.1\r\nOrigin: o\r\nHost: a\r\nX: 1\r\n\r\n");
+        ck_assert_int_eq(p.rc, 431);
+        ck_assert_uint_eq(p.req.nheaders, 2);
+        ck_assert_str_eq(m0_req_header(&p.req, "Origin"), "o");
+        parsed_free(&p);
+
+        /* refused on its request line: nothing cut, and nothing of the last request's left */
+        char head[] = "GET / HTTP/2.0\r\nOrigin: o\r\n\r\n";
+        struct m0_req req = {.headers = calloc(2, sizeof(*req.headers)), .nheaders = 2};
+        size_t len = 0;
+        ck_assert_ptr_nonnull(req.headers);
+        ck_assert_int_eq(m0__http_head_parse(head, sizeof(head) - 1, &cfg, &req, &len), 400);
+        ck_assert_uint_eq(req.nheaders, 0);
+        free(req.headers);
+}
+END_TEST
+
 static Suite *http_suite(void)
 {
         Suite *s = suite_create("http");
@@ -461,6 +492,7 @@ static Suite *http_suite(void)
         tcase_add_test(tc, uri_limit);
         tcase_add_test(tc, field_count_limit);
         tcase_add_test(tc, head_size_limit);
+        tcase_add_test(tc, refused_walk_keeps_the_fields_before);
         suite_add_tcase(s, tc);
         return s;
 }
