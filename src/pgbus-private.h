@@ -161,6 +161,9 @@ bool m0__pgbus_utf8_ok(const char *s);
 void m0__pgbus_one_line(char *out, size_t len, const char *msg);
 /* The reason for the state and the log, with the cause named when the kernel said EPERM. */
 void m0__pgbus_reason_of(char *out, size_t len, const char *msg);
+/* The same for a connection `pg` that never came up: when the kernel refuses packets to the
+ * address it was trying (m0__pgbus_firewalled), the reason names that and its fix. */
+void m0__pgbus_reason_of_attempt(char *out, size_t len, const char *msg, PGconn *pg);
 /* Append `s` as a quoted SQL literal escaped for `pg`'s settings. 0 or -ENOMEM/-EINVAL. */
 int m0__pgbus_sql_literal(struct m0_buf *b, PGconn *pg, const char *s);
 

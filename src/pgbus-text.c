@@ -2,10 +2,13 @@
 /* pgbus-text.c: the shared bus's text: what may be published, libpq's messages as reasons, the URI (its syntax, its password hidden), the doctor's probe (G1, G3, G6). */
 #include <errno.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <libpq-fe.h>
 
@@ -80,6 +83,10 @@ void m0__pgbus_one_line(char *out, size_t len, const char *msg)
                 snprintf(out, len, "no reason given");
 }
 
+#define DENY_FIX                                                                                   \
+        "under m0@.service IPAddressDeny=any refuses it until a drop-in allows the database's "    \
+        "address (IPAddressAllow=, doc/systemd.md)"
+
 /* The reason for the state and the log: libpq's words, and the cause when the kernel refused a
  * connection with EPERM — under m0@.service that is IPAddressDeny=any (D28). */
 void m0__pgbus_reason_of(char *out, size_t len, const char *msg)
@@ -87,13 +94,57 @@ void m0__pgbus_reason_of(char *out, size_t len, const char *msg)
         char line[300];
         m0__pgbus_one_line(line, sizeof(line), msg);
         if (strstr(line, strerror(EPERM)))
-                snprintf(out, len,
-                         "%s: the kernel refused the connection (EPERM); under m0@.service "
-                         "IPAddressDeny=any refuses it until a drop-in allows the database's "
-                         "address (IPAddressAllow=, doc/systemd.md)",
+                snprintf(out, len, "%s: the kernel refused the connection (EPERM); " DENY_FIX,
                          line);
         else
                 snprintf(out, len, "%s", line);
+}
+
+/*
+ * Whether the kernel refuses packets to the address `pg` was trying. Under IPAddressDeny= the
+ * cgroup's firewall drops a TCP connect's SYN, which the connect only retries until its timeout
+ * ("no connection within 10 s"); a datagram of no bytes to the same address is refused at the
+ * send with EPERM, so that is asked. A Unix socket, or an address that cannot be resolved
+ * again, is not refused (D102).
+ */
+static bool firewalled(PGconn *pg)
+{
+        const char *host = PQhostaddr(pg);
+        if (!host || !*host)
+                host = PQhost(pg);
+        const char *port = PQport(pg);
+        if (!host || !*host || host[0] == '/' || host[0] == '@' || !port || !*port)
+                return false;
+        struct addrinfo hints = {.ai_socktype = SOCK_DGRAM, .ai_flags = AI_NUMERICSERV};
+        struct addrinfo *ai = NULL;
+        if (getaddrinfo(host, port, &hints, &ai) != 0)
+                return false;
+        bool denied = false;
+        for (const struct addrinfo *a = ai; a && !denied; a = a->ai_next) {
+                int fd = socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+                if (fd < 0)
+                        continue;
+                if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+                    send(fd, "", 0, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno == EPERM)
+                        denied = true;
+                close(fd);
+        }
+        freeaddrinfo(ai);
+        return denied;
+}
+
+void m0__pgbus_reason_of_attempt(char *out, size_t len, const char *msg, PGconn *pg)
+{
+        char line[300];
+        m0__pgbus_one_line(line, sizeof(line), msg);
+        if (strstr(line, strerror(EPERM)) || !pg || !firewalled(pg)) {
+                m0__pgbus_reason_of(out, len, msg);
+                return;
+        }
+        const char *host = PQhostaddr(pg);
+        if (!host || !*host)
+                host = PQhost(pg);
+        snprintf(out, len, "%s: the kernel refuses packets to %s (EPERM); " DENY_FIX, line, host);
 }
 
 /* Append `s` as a quoted SQL literal escaped for `pg`'s settings. 0 or -ENOMEM/-EINVAL. */
@@ -196,7 +247,7 @@ int m0__pgbus_probe(const char *uri, int timeout_s, char *detail, size_t detail_
                 return -ENOMEM;
         }
         if (PQstatus(pg) != CONNECTION_OK) {
-                m0__pgbus_reason_of(why, sizeof(why), PQerrorMessage(pg));
+                m0__pgbus_reason_of_attempt(why, sizeof(why), PQerrorMessage(pg), pg);
                 snprintf(detail, detail_len,
                          "cannot reach the database (%s); serving would start and keep "
                          "reconnecting",

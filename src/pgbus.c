@@ -152,7 +152,11 @@ static uint64_t jitter(struct m0_pgbus *b, uint32_t ms)
 /* A connection failed: close it, note what was in flight, and retry after the backoff (D63). */
 void m0__pgbus_conn_fail(struct m0_pgbus *b, struct conn *c, const char *msg)
 {
-        m0__pgbus_reason_of(b->reason, sizeof(b->reason), c->fatal[0] ? c->fatal : msg);
+        const char *why = c->fatal[0] ? c->fatal : msg;
+        if (c->pg && c->connecting)
+                m0__pgbus_reason_of_attempt(b->reason, sizeof(b->reason), why, c->pg);
+        else
+                m0__pgbus_reason_of(b->reason, sizeof(b->reason), why);
         c->fatal[0] = '\0';
         m0__pgbus_conn_close(c);
         if (c->role == PUB && b->inflight)
