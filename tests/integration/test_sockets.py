@@ -39,6 +39,10 @@ def test_Y1_tcp_and_unix_both_served():
             eq(r.status, 200, f"/pid over {kind}")
             eq(r.json()["pid"], s.pid, f"pid over {kind}")
             eq(c.get("/health").body, b"ok\n", f"keep-alive over {kind}")
+        # A loop says it started once it serves, which can follow READY (sent once every loop
+        # has built its handler) on a loaded machine: wait for both lines, then take them all.
+        for i in (0, 1):
+            s.wait_log(rf"loop {i}: Event loop started")
         started = [ln for ln in s.log_lines() if "Event loop started" in ln]
         eq(
             sorted(started),
