@@ -132,6 +132,9 @@ def _run_style(style, env=None):
                 _check_case(s, "text" if style.startswith("callback-") else style, case)
             except AssertionError as ex:
                 failures.append(f"{case[0]}: {str(ex).splitlines()[0]}")
+        # The log is whole once the process has ended and its stderr been read to the end: a
+        # line written for the last case can still be on its way while the server runs.
+        eq(s.stop(), 0, f"{style}: exit status")
         log = s.log_text()
     if failures:
         raise AssertionError(f"{style}: {len(failures)} of {len(CASES)} answers:\n"
