@@ -51,9 +51,9 @@ struct m0_journal {
         void *tag;    /* the fd's tag in its loop's epoll set */
         bool waiting; /* journald's queue was full: EPOLLOUT is asked for */
         struct m0_buf bytes;
-        size_t *ends;  /* where each queued entry ends in `bytes`, its empty line included */
+        size_t *ends; /* where each queued entry ends in `bytes`, its empty line included */
         uint32_t n, cap;
-        size_t dgram;  /* the bytes of entries one datagram carries (D98); 0: one entry each */
+        size_t dgram;     /* the bytes of entries one datagram carries (D98); 0: one entry each */
         char prefix[160]; /* the fields every entry of this loop shares, then MESSAGE's key */
         size_t prefix_len;
         uint64_t retry_ms;    /* a refused socket is opened again no sooner than this */
