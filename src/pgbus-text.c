@@ -89,10 +89,8 @@ void m0__pgbus_one_line(char *out, size_t len, const char *msg)
 
 /* The reason for the state and the log: libpq's words, and the cause when the kernel refused a
  * connection with EPERM — under m0@.service that is IPAddressDeny=any (D28). */
-void m0__pgbus_reason_of(char *out, size_t len, const char *msg)
+static void reason_of_line(char *out, size_t len, const char *line)
 {
-        char line[300];
-        m0__pgbus_one_line(line, sizeof(line), msg);
         if (strstr(line, strerror(EPERM)))
                 snprintf(out, len, "%s: the kernel refused the connection (EPERM); " DENY_FIX,
                          line);
@@ -100,25 +98,32 @@ void m0__pgbus_reason_of(char *out, size_t len, const char *msg)
                 snprintf(out, len, "%s", line);
 }
 
+void m0__pgbus_reason_of(char *out, size_t len, const char *msg)
+{
+        char line[300];
+        m0__pgbus_one_line(line, sizeof(line), msg);
+        reason_of_line(out, len, line);
+}
+
 /*
- * Whether the kernel refuses packets to the address `pg` was trying. Under IPAddressDeny= the
+ * The address `pg` was trying when the kernel refuses packets to it, else NULL. Under IPAddressDeny= the
  * cgroup's firewall drops a TCP connect's SYN, which the connect only retries until its timeout
  * ("no connection within 10 s"); a datagram of no bytes to the same address is refused at the
  * send with EPERM, so that is asked. A Unix socket, or an address that cannot be resolved
  * again, is not refused (D102).
  */
-static bool firewalled(PGconn *pg)
+static const char *firewalled(PGconn *pg)
 {
         const char *host = PQhostaddr(pg);
         if (!host || !*host)
                 host = PQhost(pg);
         const char *port = PQport(pg);
         if (!host || !*host || host[0] == '/' || host[0] == '@' || !port || !*port)
-                return false;
+                return NULL;
         struct addrinfo hints = {.ai_socktype = SOCK_DGRAM, .ai_flags = AI_NUMERICSERV};
         struct addrinfo *ai = NULL;
         if (getaddrinfo(host, port, &hints, &ai) != 0)
-                return false;
+                return NULL;
         bool denied = false;
         for (const struct addrinfo *a = ai; a && !denied; a = a->ai_next) {
                 int fd = socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -130,20 +135,18 @@ static bool firewalled(PGconn *pg)
                 close(fd);
         }
         freeaddrinfo(ai);
-        return denied;
+        return denied ? host : NULL;
 }
 
 void m0__pgbus_reason_of_attempt(char *out, size_t len, const char *msg, PGconn *pg)
 {
         char line[300];
         m0__pgbus_one_line(line, sizeof(line), msg);
-        if (strstr(line, strerror(EPERM)) || !pg || !firewalled(pg)) {
-                m0__pgbus_reason_of(out, len, msg);
+        const char *host = NULL;
+        if (strstr(line, strerror(EPERM)) || !pg || !(host = firewalled(pg))) {
+                reason_of_line(out, len, line);
                 return;
         }
-        const char *host = PQhostaddr(pg);
-        if (!host || !*host)
-                host = PQhost(pg);
         snprintf(out, len, "%s: the kernel refuses packets to %s (EPERM); " DENY_FIX, line, host);
 }
 
