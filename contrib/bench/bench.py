@@ -12,6 +12,7 @@ import atexit
 import collections
 import datetime
 import json
+import math
 import os
 import platform
 import re
@@ -344,6 +345,35 @@ def wrk_summary(returncode, stdout, stderr):
     return w
 
 
+def h2load_summary(returncode, stdout, stderr, log):
+    """The figures of one h2load run in wrk_summary's form: its requests and their time from
+    its summary, p50 and p99 from its log of every request (start µs, status, µs to the end of
+    the answer); its failed requests (errored or timed out among them) and the non-2xx answers
+    as errors;
+    RuntimeError when it did not run."""
+    if returncode != 0:
+        raise RuntimeError(f"h2load failed ({returncode}): {(stderr or stdout).strip()[-500:]}")
+    m = re.search(r"^finished in ([0-9.]+)(m?s),", stdout, re.M)
+    q = re.search(r"^requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
+                  r"(\d+) failed, (\d+) errored, (\d+) timeout", stdout, re.M)
+    if not m or not q:
+        raise RuntimeError("h2load printed no summary: " + stdout[-500:])
+    secs = float(m.group(1)) / (1000 if m.group(2) == "ms" else 1)
+    times, non2xx = [], 0
+    for line in log.splitlines():
+        f = line.split("\t")
+        if len(f) >= 3:
+            times.append(int(f[2]))
+            non2xx += not f[1].startswith("2")
+    times.sort()
+
+    def pct(p):
+        return times[max(0, math.ceil(len(times) * p / 100) - 1)] if times else -1
+    return dict(requests=int(q.group(3)), duration_us=round(secs * 1e6), p50_us=pct(50),
+                p99_us=pct(99), connect=0, read=int(q.group(5)), write=0, timeout=0,
+                status=non2xx)
+
+
 def wrk_errors(w):
     return w["connect"] + w["read"] + w["write"] + w["timeout"] + w["status"]
 
@@ -467,6 +497,24 @@ class Bench:
                            timeout=duration + 60)
         ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         w = wrk_summary(r.returncode, r.stdout, r.stderr)
+        w["client_cpu_s"] = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+        return w
+
+    def h2load_paced(self, port, path, conns, rate, duration, cpus):
+        """h2load over HTTP/1.1 at `rate` requests a second in all (--rps of each of `conns`
+        connections), one thread on `cpus`, for `duration` seconds: wrk's figures, the times
+        from h2load's log of every request (h2load_summary)."""
+        logf = os.path.join(self.tmp, "h2load.log")
+        argv = ["taskset", "-c", str(cpus), "h2load", "--h1", "-t1", f"-c{conns}",
+                f"--rps={rate / conns:g}", f"-D{duration}", f"--log-file={logf}",
+                f"http://127.0.0.1:{port}{path}"]
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=duration + 60)
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        with open(logf) as f:
+            w = h2load_summary(r.returncode, r.stdout, r.stderr, f.read())
+        os.unlink(logf)
         w["client_cpu_s"] = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
         return w
 
@@ -827,7 +875,8 @@ class Bench:
                 row["server_alive_at_end"] = alive
                 rows.append(row)
                 log(f"  normal: {row['normal_n']} asked, {row['normal_failed']} failed, p50 "
-                    f"{ms(row['p50_us'])} p99 {ms(row['p99_us'])} worst {ms(row['max_us'])} ms; "
+                    f"{ms(row['p50_us'])} p99 {ms(row['p99_us'])} worst {ms(row['max_us'])} ms (the "
+                    f"client's CPU wait in it {ms(max(row['worst_runq_us'], 0))}); "
                     f"slow: {row['slow_closed']}/{row['slow_n']} closed, {row['slow_late']} "
                     f"late")
                 if arm == "ramp" and (row["slow_late"] or row["normal_failed"]):
@@ -1159,6 +1208,11 @@ class Bench:
                 config = self.m7_doctor(arm)[1].get("config", {})
                 if not any(k.get("env") == var for k in config.values()):
                     return f"pending: the host has no knob {var} (its doctor lists none)"
+            elif kind == "h2load":
+                if not shutil.which("h2load"):
+                    return "no h2load (Debian's nghttp2-client) to pace it"
+                if not self.a.m7_rate:
+                    return "no request rate: --m7-rate 0"
             elif kind != "journald":
                 raise ValueError(f"M7 arm {arm.name}: unknown need {need!r}")
         if "journald" in arm.needs:
@@ -1214,7 +1268,8 @@ class Bench:
             rows += self.m7_round(run[k:] + run[:k], rnd)
         arms = [dict(arm._asdict(), env=dict(arm.env)) for arm in run]
         return dict(
-            parameters=dict(conns=a.m7_conns, rounds=a.rounds, duration_s=a.duration,
+            parameters=dict(conns=a.m7_conns, rate=a.m7_rate, rounds=a.rounds,
+                            duration_s=a.duration,
                             slice_s=a.m7_slice, warmup_s=a.warmup, server_cpu=a.server_cpu,
                             client_cpu=a.client_cpu, flags=" ".join(
                                 M7_FLAGS + ("--blocking-threads", str(a.blocking_threads)))),
@@ -1240,7 +1295,7 @@ class Bench:
             for i in range(n):
                 for arm, _, pid, jdir, port in (live if i % 2 == 0 else live[::-1]):
                     jpid = read_pid(jdir, "journald.pid") if jdir else None
-                    slices[arm.name].append(self.m7_slice(pid, jpid, port, arm.path, layout,
+                    slices[arm.name].append(self.m7_slice(pid, jpid, port, arm, layout,
                                                           a.m7_slice))
             rows = []
             for pos, (arm, p, pid, _, port) in enumerate(live):
@@ -1253,6 +1308,9 @@ class Bench:
                     f"{row['other_cpu_share'] * 100:.0f}%  errors {row['errors_total']}")
                 if row["errors_total"]:
                     self.note(f"M7 round {rnd + 1} {arm.name}: {row['errors_total']} errors")
+                if arm.paced and row["rps"] < 0.95 * a.m7_rate:
+                    self.note(f"M7 round {rnd + 1} {arm.name}: {row['rps']:.0f} requests a "
+                              f"second, short of the pace of {a.m7_rate}")
                 if p.poll() is not None:
                     self.note(f"M7 {arm.name} exited with {p.returncode} during the round")
         finally:
@@ -1270,10 +1328,15 @@ class Bench:
                 shutil.rmtree(jdir, ignore_errors=True)
         return rows
 
-    def m7_slice(self, pid, jpid, port, path, layout, secs):
-        """wrk for `secs` against a running arm: what m7_row adds up."""
+    def m7_slice(self, pid, jpid, port, arm, layout, secs):
+        """wrk (h2load at --m7-rate for a paced arm) for `secs` against a running arm: what
+        m7_row adds up."""
         b0, c0, j0 = machine_busy_s(), run_time_s(pid), run_time_s(jpid) if jpid else 0.0
-        w = self.wrk(port, path, self.a.m7_conns, 1, secs, layout["client_cpus"])
+        if arm.paced:
+            w = self.h2load_paced(port, arm.path, self.a.m7_conns, self.a.m7_rate, secs,
+                                  layout["client_cpus"])
+        else:
+            w = self.wrk(port, arm.path, self.a.m7_conns, 1, secs, layout["client_cpus"])
         c1, j1, b1 = run_time_s(pid), run_time_s(jpid) if jpid else 0.0, machine_busy_s()
         return dict(requests=w["requests"], duration_s=w["duration_us"] / 1e6, cpu_s=c1 - c0,
                     client_cpu_s=w["client_cpu_s"], busy_s=b1 - b0, journald_cpu_s=j1 - j0,
@@ -1622,7 +1685,15 @@ def m8_row(out, arm, rnd, timeout_ms):
                 close_ms_max=slow["close_ms_max"],
                 normal_n=normal["n"], normal_failed=normal["failed"], p50_us=normal["p50_us"],
                 p99_us=normal["p99_us"], max_us=normal["max_us"],
-                slowest=[tuple(x) for x in normal["slowest"]])
+                slowest=[tuple(x) for x in normal["slowest"]],
+                probe_fifo=normal.get("fifo", False), worst_runq_us=worst_runq(normal))
+
+
+def worst_runq(normal):
+    """How long the normal client's own thread waited for a CPU during its worst answer
+    (slowloris's fifth field of the slowest), -1 when it does not say."""
+    w = normal["slowest"][:1]
+    return w[0][4] if w and len(w[0]) >= 5 else -1
 
 
 def m8_summary(rows):
@@ -1638,6 +1709,8 @@ def m8_summary(rows):
         for f in ("p50_us", "p99_us", "max_us", "close_ms_max"):
             m[f] = statistics.median(r[f] for r in rs)
         m["max_us_worst"] = max(r["max_us"] for r in rs)
+        m["worst_runq_us"] = statistics.median(r.get("worst_runq_us", -1) for r in rs)
+        m["probe_fifo"] = all(r.get("probe_fifo") for r in rs)
         for f in ("slow_late", "normal_failed", "slow_closed", "slow_408", "slow_n",
                   "normal_n"):
             m[f] = sum(r[f] for r in rs)
@@ -1670,15 +1743,20 @@ def render_m8(res, json_rel):
              "`client_header_timeout`, h2o `http1-request-timeout`). `contrib/bench/slowloris` "
              f"opens {p['slow']} connections, each sending one byte of an endless head every "
              f"{p['drip_ms']} ms, and beside them asks `/x/now` every {p['every_ms']} ms on a "
-             "fresh connection, timed from its connect to the answer's last byte")
+             "fresh connection, timed from its connect to the answer's last byte, on a thread "
+             + ("that runs SCHED_FIFO" if all(m["probe_fifo"] for m in summary)
+                else "that could not run SCHED_FIFO (the probe may wait for a CPU)"))
     L.append("")
     L.append("| arm | rounds | normal asked | failed | p50 ms | p99 ms | worst ms | worst of "
-             "rounds ms | slow closed | 408 | late | slowest close s |")
-    L.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+             "rounds ms | the worst's client wait ms | slow closed | 408 | late | slowest close "
+             "s |")
+    L.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for m in summary:
         L.append(f"| {m['arm']} | {m['rounds']} | {m['normal_n']} | {m['normal_failed']} | "
                  f"{ms(m['p50_us'])} | {ms(m['p99_us'])} | {ms(m['max_us'])} | "
-                 f"{ms(m['max_us_worst'])} | {m['slow_closed']}/{m['slow_n']} | {m['slow_408']} "
+                 f"{ms(m['max_us_worst'])} | "
+                 f"{'–' if m['worst_runq_us'] < 0 else ms(m['worst_runq_us'])} | "
+                 f"{m['slow_closed']}/{m['slow_n']} | {m['slow_408']} "
                  f"| {m['slow_late']} | "
                  f"{'–' if m['close_ms_max'] < 0 else format(m['close_ms_max'] / 1000, '.2f')} |")
     L.append("")
@@ -1686,7 +1764,9 @@ def render_m8(res, json_rel):
              "connections closed more than 1 s past the head bound after their first byte, or "
              "still open at the end (6 s past it). *slowest close*: the longest from a slow "
              "connection's first byte to its close, the median over the rounds (–: none "
-             "closed).")
+             "closed). *the worst's client wait*: how long the normal client's own thread "
+             "waited for a CPU during its worst answer (its `schedstat`), the median over the "
+             "rounds: time in the worst answer that is the client's, not the server's.")
     L.append("")
     ramp = next((m for m in summary if m["arm"] == "ramp"), None)
     if ramp:
@@ -2022,7 +2102,7 @@ PLACEMENT_END = "<!-- bench:placement:end -->"
 #                connected to it. The doctor must also accept the arm's flags and environment.
 #   probe        a path that must answer 200 on {aux_port} once the arm answers on its own
 M7Arm = collections.namedtuple("M7Arm", "name label build app flags env path ref target needs "
-                               "probe", defaults=((), None))
+                               "probe paced", defaults=((), None, False))
 M7_ARMS = (
     M7Arm("head", "ramp as built", "head", "ramp", (), {}, "/x/now", "base", 1.02),
     M7Arm("base", "ramp of the base build", "base", "ramp", (), {}, "/x/now", None, None),
@@ -2034,8 +2114,15 @@ M7_ARMS = (
     M7Arm("metrics-on", "metrics on a socket of their own, O1", "head", "ramp", (),
           {"M0_METRICS": "127.0.0.1:{aux_port}"}, "/x/now", "head", 1.01, ("knob:M0_METRICS",),
           "/metrics"),
-    M7Arm("access-log-journal", "the access log to the journal, O2", "head", "ramp", (),
-          {"M0_ACCESS_LOG": "journal"}, "/x/now", "head", 1.10, ("journald",)),
+    M7Arm("access-log-journal", "the access log to the journal, as fast as wrk asks", "head",
+          "ramp", (), {"M0_ACCESS_LOG": "journal"}, "/x/now", "head", None, ("journald",)),
+    # O2 at one request rate (--m7-rate): its journald on the server's CPU halves the rate the
+    # arm above reaches, and at half the rate the same request costs more (D104).
+    M7Arm("head-paced", "ramp as built, paced", "head", "ramp", (), {}, "/x/now", None, None,
+          ("h2load",), None, True),
+    M7Arm("access-log-paced", "the access log to the journal, paced, O2", "head", "ramp", (),
+          {"M0_ACCESS_LOG": "journal"}, "/x/now", "head-paced", 1.10, ("journald", "h2load"),
+          None, True),
 )
 # Every arm's command line, as M1's ramp: one loop, no keep-alive cap (+ --blocking-threads).
 M7_FLAGS = ("--threads", "1", "--max-keepalive-requests", "0")
@@ -2219,9 +2306,11 @@ def render_m7(res, json_rel):
     turns = (f"the arms take turns in {p['slice_s']} s slices (the order reversed every other "
              f"slice) until each has had {p['duration_s']} s" if p.get("slice_s") else
              f"each runs {p['duration_s']} s in turn")
+    paced = (f"; the paced arms `h2load --h1 -t1 -c{p['conns']}` at {p['rate']} requests a "
+             "second in all" if any(m.get("paced") for m in m7["arms"]) else "")
     L.append(f"- {p['rounds']} round(s); in each, every arm is started fresh and warmed up "
              f"{p['warmup_s']} s, then {turns}; the arm order rotates by one from round to "
-             f"round. `wrk -t1 -c{p['conns']}` on CPU {p['client_cpu']}, each server's "
+             f"round. `wrk -t1 -c{p['conns']}` on CPU {p['client_cpu']}{paced}, each server's "
              f"process tree on CPU {p['server_cpu']}, `{p['flags']}`")
     L.append("")
     if summary:
@@ -2355,6 +2444,9 @@ def main():
     ap.add_argument("--m7-arms", help="M7: the arms to run, comma-separated, with their "
                     "references (default every arm of M7_ARMS that can run)")
     ap.add_argument("--m7-conns", type=int, default=16, help="M7: wrk connections (16)")
+    ap.add_argument("--m7-rate", type=int, default=20000, help="M7: the paced arms' requests a "
+                    "second, through h2load over as many connections as --m7-conns (20000; 0: "
+                    "no paced arms)")
     ap.add_argument("--m7-slice", type=int, default=1, help="M7: seconds of one arm's turn; "
                     "the arms take turns until each has had --duration (1)")
     ap.add_argument("--m7-base-rev", help=argparse.SUPPRESS)

@@ -17,8 +17,11 @@
  *         (closed later than TIMEOUT_MS + 1000 ms after its first byte, or never), close_ms_min
  *         and close_ms_max (its first byte to its close), open (still open at the end);
  *   normal: n, failed (connect error, a status other than 200, or no whole answer within
- *         5 s), p50_us, p99_us, max_us, and the five slowest as [at_ms, us] (at_ms from the
- *         start).
+ *         5 s), p50_us, p99_us, max_us, fifo (whether its thread ran SCHED_FIFO), and the five
+ *         slowest as [at_ms, us, connect_us,
+ *         first_byte_us, runq_us]: at_ms from the start; connect_us when connect() returned and
+ *         first_byte_us when the answer's first byte arrived, both from the request's start;
+ *         runq_us how long the client's own thread waited for a CPU meanwhile (its schedstat).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -26,6 +29,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -166,13 +170,35 @@ struct normal {
         const char *path;
         int64_t every_us;
         int64_t *us, *at;
+        struct parts *parts;
         size_t n, cap, failed;
+        bool fifo;
+};
+
+/* This thread's time spent runnable but waiting for a CPU, in microseconds (schedstat's second
+ * field), or -1 when the kernel does not say. */
+static int64_t runq_wait_us(void)
+{
+        FILE *f = fopen("/proc/thread-self/schedstat", "r");
+        unsigned long long run = 0, wait = 0;
+        int k = f ? fscanf(f, "%llu %llu", &run, &wait) : 0;
+        if (f)
+                fclose(f);
+        return k == 2 ? (int64_t)(wait / 1000) : -1;
+}
+
+/* Where one request's time went: its connect() returned (the handshake, done by the kernel),
+ * its first answer byte arrived, and how long this thread waited for a CPU meanwhile. */
+struct parts {
+        int64_t connect_us, first_us, runq_us;
 };
 
 /* One request on a fresh connection: its time in microseconds, or -1 when it failed. */
-static int64_t one_request(const char *path)
+static int64_t one_request(const char *path, struct parts *pt)
 {
+        int64_t w0 = runq_wait_us();
         int64_t t = now_us();
+        pt->first_us = -1;
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return -1;
@@ -185,13 +211,17 @@ static int64_t one_request(const char *path)
         int len = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: normal\r\n\r\n", path);
         size_t got = 0;
         int64_t r = -1;
-        if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
-            send(fd, req, (size_t)len, MSG_NOSIGNAL) != len)
+        if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0)
+                goto out;
+        pt->connect_us = now_us() - t;
+        if (send(fd, req, (size_t)len, MSG_NOSIGNAL) != len)
                 goto out;
         for (;;) {
                 ssize_t n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
                 if (n <= 0)
                         goto out;
+                if (!got)
+                        pt->first_us = now_us() - t;
                 got += (size_t)n;
                 buf[got] = 0;
                 char *eoh = strstr(buf, "\r\n\r\n");
@@ -210,12 +240,18 @@ static int64_t one_request(const char *path)
         }
 out:
         close(fd);
+        int64_t w1 = runq_wait_us();
+        pt->runq_us = w0 >= 0 && w1 >= 0 ? w1 - w0 : -1;
         return r;
 }
 
 static void *normal_main(void *arg)
 {
         struct normal *nc = arg;
+        /* The probe runs first when it wakes (SCHED_FIFO, where this process may ask for it), so
+         * that what it times is the server, not the crowd's own thread holding its CPU. */
+        struct sched_param sp = {.sched_priority = 1};
+        nc->fifo = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0;
         int64_t next = now_us();
         while (!atomic_load(&done)) {
                 int64_t wait = next - now_us();
@@ -226,7 +262,8 @@ static void *normal_main(void *arg)
                 }
                 next += nc->every_us;
                 int64_t at = now_us() - t0_us;
-                int64_t us = one_request(nc->path);
+                struct parts pt = {-1, -1, -1};
+                int64_t us = one_request(nc->path, &pt);
                 if (us < 0) {
                         nc->failed++;
                         continue;
@@ -235,9 +272,11 @@ static void *normal_main(void *arg)
                         nc->cap = nc->cap ? 2 * nc->cap : 1024;
                         nc->us = realloc(nc->us, nc->cap * sizeof(*nc->us));
                         nc->at = realloc(nc->at, nc->cap * sizeof(*nc->at));
-                        if (!nc->us || !nc->at)
+                        nc->parts = realloc(nc->parts, nc->cap * sizeof(*nc->parts));
+                        if (!nc->us || !nc->at || !nc->parts)
                                 abort();
                 }
+                nc->parts[nc->n] = pt;
                 nc->us[nc->n] = us;
                 nc->at[nc->n++] = at;
         }
@@ -287,8 +326,9 @@ static void report(const struct normal *nc, int64_t timeout_us)
         size_t n = nc->n;
         int64_t p50 = n ? sorted[(n - 1) / 2] : 0, p99 = n ? sorted[(n * 99 + 99) / 100 - 1] : 0;
         printf("\"normal\":{\"n\":%zu,\"failed\":%zu,\"p50_us\":%lld,\"p99_us\":%lld,"
-               "\"max_us\":%lld,\"slowest\":[",
-               n, nc->failed, (long long)p50, (long long)p99, (long long)(n ? sorted[n - 1] : 0));
+               "\"max_us\":%lld,\"fifo\":%s,\"slowest\":[",
+               n, nc->failed, (long long)p50, (long long)p99, (long long)(n ? sorted[n - 1] : 0),
+               nc->fifo ? "true" : "false");
         /* the five slowest, with when they were asked, to set beside the server's batches */
         for (size_t k = 0; k < 5 && k < n; k++) {
                 size_t best = 0;
@@ -303,8 +343,10 @@ static void report(const struct normal *nc, int64_t timeout_us)
                         }
                 }
                 order[k] = best;
-                printf("%s[%lld,%lld]", k ? "," : "", (long long)(nc->at[best] / 1000),
-                       (long long)nc->us[best]);
+                const struct parts *pt = &nc->parts[best];
+                printf("%s[%lld,%lld,%lld,%lld,%lld]", k ? "," : "",
+                       (long long)(nc->at[best] / 1000), (long long)nc->us[best],
+                       (long long)pt->connect_us, (long long)pt->first_us, (long long)pt->runq_us);
         }
         printf("]}}\n");
         free(sorted);

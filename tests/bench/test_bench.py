@@ -336,7 +336,8 @@ def test_m7_plan_names_references_and_skips():
     def why_not(arm):
         return "pending: ramp does not read M0_RAMP_EXTRA_ROUTES" if "routes" in arm.name else None
     run, skipped = bench.m7_plan(bench.M7_ARMS, None, False, why_not)
-    eq([a.name for a in run], ["head", "metrics-on", "access-log-journal"], "the arms that run")
+    eq([a.name for a in run], ["head", "metrics-on", "access-log-journal", "head-paced",
+                               "access-log-paced"], "the arms that run")
     eq([(a.name, w) for a, w in skipped],
        [("base", "no --m7-base given"),
         ("routes-3", "pending: ramp does not read M0_RAMP_EXTRA_ROUTES"),
@@ -346,6 +347,39 @@ def test_m7_plan_names_references_and_skips():
     eq([a.name for a in run], ["head", "base", "routes-3", "routes-200", "metrics-on"],
        "the named arms and their references, in table order")
     eq(skipped, [], "nothing skipped")
+    run, _ = bench.m7_plan(bench.M7_ARMS, ["access-log-paced"], False, lambda arm: None)
+    eq([(a.name, a.paced) for a in run], [("head-paced", True), ("access-log-paced", True)],
+       "O2's arm at one pace and its reference at the same")
+
+
+# What h2load 1.52 printed for `h2load --h1 -t1 -c16 --rps=1250 -D2` (its progress lines cut).
+H2LOAD_OUT = """starting benchmark...
+Application protocol: http/1.1
+Main benchmark duration is over for thread #0. Stopping all clients.
+
+finished in 2.00s, 19912.00 req/s, 3.21MB/s
+requests: 39824 total, 39840 started, 39824 done, 39824 succeeded, 0 failed, 0 errored, 0 timeout
+status codes: 39824 2xx, 0 3xx, 0 4xx, 0 5xx
+time for request:       19us      2.29ms       283us       116us    68.60%
+"""
+
+
+def test_h2load_summary_in_wrks_form():
+    log = "".join(f"1796157285095{i:03d}\t{'404' if i == 7 else '200'}\t{100 + i}\n"
+                  for i in range(100))
+    w = bench.h2load_summary(0, H2LOAD_OUT, "", log)
+    eq(w, dict(requests=39824, duration_us=2000000, p50_us=149, p99_us=198, connect=0, read=0,
+               write=0, timeout=0, status=1), "the summary, the log's p50 and p99, its non-2xx")
+    failed = H2LOAD_OUT.replace("39824 succeeded, 0 failed", "39800 succeeded, 24 failed")
+    eq(bench.wrk_errors(bench.h2load_summary(0, failed, "", log)), 25, "failed requests count")
+    for rc, out, why in ((1, H2LOAD_OUT, "h2load failed (1)"), (0, "starting benchmark...\n",
+                                                                "h2load printed no summary")):
+        try:
+            bench.h2load_summary(rc, out, "", log)
+        except RuntimeError as e:
+            eq(str(e).startswith(why), True, f"{why}: {e}")
+        else:
+            raise AssertionError(f"no RuntimeError for {why}")
 
 
 # A stand-in for an m0 app: its --doctor refuses M0_ACCESS_LOG=journal as a host without O2
@@ -399,13 +433,17 @@ def test_m7_pending_arms_detected_from_the_build():
 
 # ---------------------------------------------------------------- M8
 
-def m8_out(p50, p99, worst, late=0, failed=0, closed=1000, s408=1000, close_max=10004.5):
-    """What contrib/bench/slowloris prints, on one line."""
+def m8_out(p50, p99, worst, late=0, failed=0, closed=1000, s408=1000, close_max=10004.5,
+           runq=None):
+    """What contrib/bench/slowloris prints, on one line: runq, the worst answer's client
+    wait, in the slowest's fifth field; without it, the two fields of a slowloris before it."""
+    first = [2010, worst] if runq is None else [2010, worst, 90, worst - 10, runq]
     return {"t0_us": 123, "slow": {"n": 1000, "opened": 1000, "failed": 0, "closed": closed,
                                    "status408": s408, "late": late, "open": 1000 - closed,
                                    "close_ms_min": 9999.1, "close_ms_max": close_max},
             "normal": {"n": 300, "failed": failed, "p50_us": p50, "p99_us": p99,
-                       "max_us": worst, "slowest": [[2010, worst], [4020, p99]]}}
+                       "max_us": worst, "fifo": runq is not None,
+                       "slowest": [first, [4020, p99]]}}
 
 
 def test_m8_row_from_the_helpers_line():
@@ -414,7 +452,11 @@ def test_m8_row_from_the_helpers_line():
                  slow_failed=0, slow_closed=1000, slow_408=1000, slow_late=2,
                  slow_open_at_end=0, close_ms_min=9999.1, close_ms_max=10004.5, normal_n=300,
                  normal_failed=1, p50_us=250, p99_us=900, max_us=3100,
-                 slowest=[(2010, 3100), (4020, 900)]), "the row")
+                 slowest=[(2010, 3100), (4020, 900)], probe_fifo=False, worst_runq_us=-1),
+       "the row of a slowloris that does not say where the worst answer's time went")
+    row = bench.m8_row(m8_out(250, 900, 3100, runq=2400), "ramp", 1, 10000)
+    eq((row["probe_fifo"], row["worst_runq_us"], row["slowest"][0]),
+       (True, 2400, (2010, 3100, 90, 3090, 2400)), "the worst answer's parts")
 
 
 M8_ROWS = [bench.m8_row(m8_out(*x), arm, rnd, 10000) for rnd, arm, x in (
@@ -457,14 +499,23 @@ def test_m8_block():
     blocks = bench.doc_blocks(res, "doc/bench/x.json")
     eq([b[1:] for b in blocks], [(bench.M8_BEGIN, bench.M8_END)], "blocks of an M8-only run")
     lines = blocks[0][0].splitlines()
-    for want in ("| ramp | 3 | 900 | 1 | 0.25 | 0.80 | 4.00 | 6.00 | 3000/3000 | 3000 | 0 | "
-                 "10.00 |",
-                 "| nginx | 3 | 900 | 0 | 0.30 | 0.62 | 0.75 | 0.80 | 0/3000 | 0 | 3000 | – |",
+    for want in ("| ramp | 3 | 900 | 1 | 0.25 | 0.80 | 4.00 | 6.00 | – | 3000/3000 | 3000 | 0 "
+                 "| 10.00 |",
+                 "| nginx | 3 | 900 | 0 | 0.30 | 0.62 | 0.75 | 0.80 | – | 0/3000 | 0 | 3000 | – |",
                  "- worst answer < 5 ms: yes (2/3)", "- no normal request failed: **no** (2/3)",
                  "- M8 round 3 ramp: 0 slow connections late, 1 normal requests failed"):
         if want not in lines:
             raise AssertionError(f"no line {want!r} in:\n" + "\n".join(lines))
     eq([x for x in lines if "M1 something" in x], [], "another part's anomaly")
+    eq(any("could not run SCHED_FIFO" in x for x in lines), True, "a probe without SCHED_FIFO")
+    rows = [bench.m8_row(m8_out(250, 800, 3000 + 100 * rnd, runq=1000 * rnd), arm, rnd, 10000)
+            for rnd in range(3) for arm in bench.M8_ARMS]
+    res["m8"]["rows"] = rows
+    lines = bench.doc_blocks(res, "doc/bench/x.json")[0][0].splitlines()
+    eq([x for x in lines if x.startswith("| ramp |")],
+       ["| ramp | 3 | 900 | 0 | 0.25 | 0.80 | 3.10 | 3.20 | 1.00 | 3000/3000 | 3000 | 0 | "
+        "10.00 |"], "the worst's client wait, the median over the rounds")
+    eq(any("on a thread that runs SCHED_FIFO" in x for x in lines), True, "a SCHED_FIFO probe")
 
 
 def main():
