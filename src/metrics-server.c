@@ -94,15 +94,23 @@ static int head(struct m0_buf *out, int status, const char *type, size_t len, bo
                               allow ? "Allow: GET, HEAD\r\n" : "");
 }
 
-/* Answer with `status` and its reason as a text body; counted as rejected. */
-static void refuse(struct m0_metrics_server *m, struct m0_mconn *c, int status)
+/* Whether the bytes read so far are a HEAD's, as far as they say: read before the head is
+ * parsed, which cuts the method out in place. */
+static bool asks_head(const struct m0_mconn *c)
+{
+        return c->in.len >= 5 && !memcmp(c->in.data, "HEAD ", 5);
+}
+
+/* Answer with `status` and its reason as a text body, or its head alone to a HEAD (D100);
+ * counted as rejected. */
+static void refuse(struct m0_metrics_server *m, struct m0_mconn *c, int status, bool is_head)
 {
         char body[64];
         int n = snprintf(body, sizeof(body), "%d %s\n", status, m0__status_reason(status));
         m0__count(&m->rejected, 1);
         c->out.len = 0;
         if (head(&c->out, status, "text/plain; charset=utf-8", (size_t)n, status == 405) < 0 ||
-            m0__buf_append(&c->out, body, (size_t)n) < 0) {
+            (!is_head && m0__buf_append(&c->out, body, (size_t)n) < 0)) {
                 mconn_close(m, c);
                 return;
         }
@@ -116,18 +124,18 @@ static void answer(struct m0_host *h, struct m0_mconn *c, struct m0_header *fiel
         struct m0_metrics_server *m = &h->metrics;
         struct m0_req req = {.headers = fields};
         size_t hl;
+        bool is_head = asks_head(c);
         int st = m0__http_head_parse(c->in.data, c->in.len, &h->cfg, &req, &hl);
         if (st) {
-                refuse(m, c, st);
+                refuse(m, c, st, is_head);
                 return;
         }
-        bool is_head = !strcmp(req.method, "HEAD");
         if (strcmp(req.path, "/metrics") != 0) {
-                refuse(m, c, 404);
+                refuse(m, c, 404, is_head);
                 return;
         }
         if (!is_head && strcmp(req.method, "GET") != 0) {
-                refuse(m, c, 405);
+                refuse(m, c, 405, false);
                 return;
         }
         enum m0_metrics_format f = m0__metrics_negotiate(m0_req_header(&req, "Accept"));
@@ -176,7 +184,7 @@ static void on_readable(struct m0_host *h, struct m0_mconn *c, struct m0_header 
         if (memmem(c->in.data, c->in.len, "\r\n\r\n", 4))
                 answer(h, c, fields);
         else if (c->in.len > max)
-                refuse(m, c, 431);
+                refuse(m, c, 431, asks_head(c));
 }
 
 /* Take what the listener holds: into a free slot, or closed at once past the limit. */

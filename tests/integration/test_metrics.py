@@ -284,6 +284,24 @@ def test_O1_metrics_port_refuses_what_it_must():
             if want == 405:
                 eq(f["allow"], "GET, HEAD", "405's Allow")
             rejected += 1
+        # A refusal to a HEAD is its head alone (D100): the length of the body it would have.
+        for raw, want in [(b"HEAD / HTTP/1.1\r\nHost: m\r\n\r\n", 404),
+                          (b"HEAD /metrics HTTP/1.1\r\n\r\n", 400),
+                          (b"HEAD /metrics HTTP/1.1\r\nHost: m\r\nX: " + b"a" * 2000 +
+                           b"\r\n\r\n", 431)]:
+            with socket.create_connection(ma, timeout=10) as c:
+                c.sendall(raw)
+                got = b""
+                while data := c.recv(65536):
+                    got += data
+            head, _, body = got.partition(b"\r\n\r\n")
+            check(head.startswith(f"HTTP/1.1 {want} ".encode()), f"{raw[:30]!r}: {got!r}")
+            reason = head.split(b"\r\n")[0].split(b" ", 2)[2]
+            n = len(b"%d %s\n" % (want, reason))
+            check(f"\r\nContent-Length: {n}\r\n".encode() in head + b"\r\n",
+                  f"{raw[:30]!r}: the length of its body: {head!r}")
+            eq(body, b"", f"{raw[:30]!r}: bytes after the head")
+            rejected += 1
         st, f, raw = http(ma, b"HEAD /metrics?x=1 HTTP/1.1\r\nHost: m\r\n\r\n", head_only=True)
         eq(st, 200, "HEAD /metrics (the query is no part of the path)")
         check(int(f["content-length"]) > 1000 and raw.endswith(b"\r\n\r\n"), "a head, no body")
