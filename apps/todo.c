@@ -358,8 +358,10 @@ static int delete_todo(m0_req *req, m0_res *res, void *state)
         return r < 0 ? r : m0_res_status(res, 204);
 }
 
-/* The list as CSV (RFC 4180): every title quoted, its quotes doubled. A blocking route: on the
- * pool when there is one, since a long list is a long answer to build. */
+/* The list as CSV (RFC 4180): every title quoted, its quotes doubled, and one that a spreadsheet
+ * would read as a formula (its first character = + - @, a tab or a CR) behind a ' that keeps it
+ * text (OWASP's CSV injection; D105). A blocking route: on the pool when there is one, since a
+ * long list is a long answer to build. */
 static int export_csv(m0_req *req, m0_res *res, void *state)
 {
         sqlite3_stmt *s = stmt(state, Q_LIST);
@@ -370,7 +372,8 @@ static int export_csv(m0_req *req, m0_res *res, void *state)
                 r = m0_res_printf(res, "id,title,done\r\n");
         while (r == 0 && (rc = sqlite3_step(s)) == SQLITE_ROW) {
                 const char *t = (const char *)sqlite3_column_text(s, 1);
-                r = m0_res_printf(res, "%lld,\"", (long long)sqlite3_column_int64(s, 0));
+                r = m0_res_printf(res, "%lld,\"%s", (long long)sqlite3_column_int64(s, 0),
+                                  *t && strchr("=+-@\t\r", *t) ? "'" : "");
                 for (const char *q; r == 0 && (q = strchr(t, '"')); t = q + 1)
                         if ((r = m0_res_write(res, t, (size_t)(q - t + 1))) == 0)
                                 r = m0_res_write(res, "\"", 1);

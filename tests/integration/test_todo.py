@@ -158,11 +158,15 @@ def test_A7_head():
 
 def test_A7_export_csv_on_the_pool():
     """text/csv, RFC 4180 (every title quoted, its quotes doubled, CRLF), in id order, built on
-    a pool thread when there is one and on the loop when there is none."""
-    titles = ["plain", "a, b", "say \"hi\"", "two\nlines", "\u00e9t\u00e9"]
+    a pool thread when there is one and on the loop when there is none; a title a spreadsheet
+    would run as a formula starts with a ' (D105)."""
+    titles = ["plain", "a, b", "say \"hi\"", "two\nlines", "\u00e9t\u00e9", "=1+2",
+              "+SUM(A1)", "-3", "@cmd", "\tx", "a=b", "'quoted"]
+    cells = ["plain", "a, b", "say \"\"hi\"\"", "two\nlines", "\u00e9t\u00e9", "'=1+2",
+             "'+SUM(A1)", "'-3", "'@cmd", "'\tx", "a=b", "'quoted"]
     want = b"id,title,done\r\n" + b"".join(
-        f"{i + 1},\"{t.replace(chr(34), chr(34) * 2)}\",{'true' if i % 2 else 'false'}\r\n"
-        .encode() for i, t in enumerate(titles))
+        f"{i + 1},\"{t}\",{'true' if i % 2 else 'false'}\r\n".encode()
+        for i, t in enumerate(cells))
     with Dir() as d:
         for args, thread in ((["--blocking-threads", "1"], "0"), ([], "-1")):
             with start(d, args) as s:
