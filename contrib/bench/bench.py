@@ -37,6 +37,10 @@ ARMS = ("ramp",) + PEERS
 # Such an arm is a server of ARMS run with more environment: arm -> (server, environment).
 PLACEMENT_VARIANTS = {"ramp-race": ("ramp", {"M0_ACCEPT_SHARE": "0"})}
 PLACEMENT_ARMS = ARMS + tuple(PLACEMENT_VARIANTS)
+# With --m7-base, M1 runs the base build's ramp beside this one, every cell of ramp's (issue
+# 20: "no cell of the M1 table gets worse by more than its round-to-round spread").
+M1_BASE = "ramp-base"
+M1_ORDER = ARMS + (M1_BASE,)
 ENDPOINTS = {"now": "/x/now", "search": "/x/search?sel=25"}
 # host_parallel's topologies (issue 8): (name, loops, pool threads per loop)
 PAR_TOPOLOGIES = (("1 loop", 1, 0), ("2 loops", 2, 0), ("2 loops + pool", 2, 2))
@@ -560,21 +564,28 @@ class Bench:
     def m1(self):
         a = self.a
         rows = []
+        arms = M1_ORDER if a.m7_base else ARMS
         for layout in self.layouts():
             for rnd in range(a.rounds):
-                k = rnd % len(ARMS)
-                order = ARMS[k:] + ARMS[:k]
+                k = rnd % len(arms)
+                order = arms[k:] + arms[:k]
                 for pos, arm in enumerate(order):
                     port = self.next_port()
                     log(f"M1 {layout['name']} round {rnd + 1}/{a.rounds}: {arm} on :{port}")
-                    p, body = self.start(arm, layout, port)
+                    if arm == M1_BASE:  # ramp's command line, the base build's ramp and libm0
+                        argv = self.server_argv("ramp", port, layout["workers"])
+                        argv[0] = app_binary(a.m7_base, "ramp")
+                        p, body = self.start(arm, layout, port, argv=argv,
+                                             env=build_env(a.m7_base))
+                    else:
+                        p, body = self.start(arm, layout, port)
                     try:
-                        if arm != "ramp" and body.decode() != BODY:
+                        if arm not in ("ramp", M1_BASE) and body.decode() != BODY:
                             raise RuntimeError(f"{arm} answered {body!r}, not {BODY}")
                         if a.warmup > 0:
                             self.wrk(port, "/x/now", 16, layout["wrk_threads"], a.warmup,
                                      layout["client_cpus"])
-                        eps = ("now", "search") if arm == "ramp" else ("now",)
+                        eps = ("now", "search") if arm in ("ramp", M1_BASE) else ("now",)
                         for ep in eps:
                             for conns in a.conns:
                                 row = self.measure(p, port, ENDPOINTS[ep], conns, layout,
@@ -593,7 +604,7 @@ class Bench:
                             self.note(f"M1 {arm} exited with {p.returncode} during the runs")
                     finally:
                         rc = stop(p)
-                        if rc not in (0, -signal.SIGTERM, 143) and arm == "ramp":
+                        if rc not in (0, -signal.SIGTERM, 143) and arm in ("ramp", M1_BASE):
                             self.note(f"M1 ramp exited {rc} after SIGTERM "
                                       f"(log {self.logpath(f'{arm}-{port}')})")
         return rows
@@ -601,7 +612,7 @@ class Bench:
     @staticmethod
     def m1_summary(rows):
         keys = sorted({(r["layout"], r["endpoint"], r["conns"], r["arm"]) for r in rows},
-                      key=lambda k: (k[0], k[1], k[2], ARMS.index(k[3])))
+                      key=lambda k: (k[0], k[1], k[2], M1_ORDER.index(k[3])))
         med = []
         for lay, ep, c, arm in keys:
             rs = [r for r in rows if (r["layout"], r["endpoint"], r["conns"], r["arm"]) ==
@@ -1570,6 +1581,8 @@ def render(res, json_rel):
                      f"{f('ramp_over_peer_rps')} | {f('ramp_over_peer_cpu_us_per_req')} | "
                      f"{f('ramp_over_peer_p99_us')} | {f('ramp_over_peer_rss_kib')} |")
         L.append("")
+        if m1.get("against_base"):
+            L.extend(render_against_base(m1["against_base"], m1["base"]))
         L.extend(render_targets(m1["ratios"]))
     m2 = res.get("m2")
     if m2:
@@ -1794,6 +1807,66 @@ M1_TARGETS = (
     ("RSS < nginx's", "nginx", "rss_kib", "lt", 1.0),
     ("RSS < h2o's", "h2o", "rss_kib", "lt", 1.0),
 )
+
+
+# The metrics of a cell, and which way is worse.
+M1_CELL_METRICS = (("rps", "rps", "lower"), ("CPU µs/req", "cpu_us_per_req", "higher"),
+                   ("p99 ms", "p99_us", "higher"))
+
+
+def m1_against_base(rows):
+    """Every cell of ramp's (layout, endpoint, conns, metric) against the base build's ramp of
+    the same rounds: the base's median and range over its rounds, ramp's median, the median of
+    the within-round ratios, and whether ramp's median is worse than the base's worst round
+    (worse past the spread: below its lowest rps, above its highest CPU or p99)."""
+    keys = sorted({(r["layout"], r["endpoint"], r["conns"]) for r in rows
+                   if r["arm"] == M1_BASE})
+    out = []
+    for lay, ep, c in keys:
+        def of(arm, lay=lay, ep=ep, c=c):
+            return {r["round"]: r for r in rows if r["arm"] == arm and
+                    (r["layout"], r["endpoint"], r["conns"]) == (lay, ep, c)}
+        head, base = of("ramp"), of(M1_BASE)
+        both = sorted(set(head) & set(base))
+        if not both:
+            continue
+        for label, f, worse in M1_CELL_METRICS:
+            b = [base[i][f] for i in both]
+            h = [head[i][f] for i in both]
+            ratios = [head[i][f] / base[i][f] for i in both if base[i][f]]
+            hm = statistics.median(h)
+            past = hm < min(b) if worse == "lower" else hm > max(b)
+            out.append(dict(layout=lay, endpoint=ep, conns=c, metric=label, field=f,
+                            rounds=len(both), base_median=round(statistics.median(b), 3),
+                            base_min=round(min(b), 3), base_max=round(max(b), 3),
+                            head_median=round(hm, 3),
+                            ratio=round(statistics.median(ratios), 3) if ratios else None,
+                            worse_past_spread=past))
+    return out
+
+
+def render_against_base(cells, base):
+    """The table of m1_against_base, and the count of cells worse past the spread."""
+    L = [f"Ramp against the base build's ramp (`{M1_BASE}`: {base['version']} at "
+         f"{(base['commit'] or 'an unknown commit')[:12]}, {base['source']}) in the same rounds, "
+         "every cell of ramp's: the base's median and range over the rounds, ramp's median, the "
+         "median of the within-round ratios, and whether ramp's median is worse than the base's "
+         "worst round.", "",
+         "| layout | endpoint | conns | metric | base: median (min–max) | ramp: median | "
+         "ramp ÷ base | worse past the spread? |", "|---|---|--:|---|--:|--:|--:|---|"]
+
+    def v(x, f):
+        return ms(x) if f == "p99_us" else f"{x:.0f}" if f == "rps" else f"{x:.2f}"
+    for x in cells:
+        f = x["field"]
+        L.append(f"| {x['layout']} | {ENDPOINTS[x['endpoint']]} | {x['conns']} | {x['metric']} "
+                 f"| {v(x['base_median'], f)} ({v(x['base_min'], f)}–{v(x['base_max'], f)}) | "
+                 f"{v(x['head_median'], f)} | "
+                 f"{'n/a' if x['ratio'] is None else format(x['ratio'], '.3f')} | "
+                 f"{'**yes**' if x['worse_past_spread'] else 'no'} |")
+    n = sum(x["worse_past_spread"] for x in cells)
+    L += ["", f"Cells worse past the spread: {n} of {len(cells)}.", ""]
+    return L
 
 
 def render_targets(ratios):
@@ -2566,6 +2639,9 @@ def main():
             rows = b.m1()
             med, ratios = b.m1_summary(rows)
             res["m1"] = dict(rows=rows, medians=med, ratios=ratios)
+            if a.m7_base:
+                res["m1"]["against_base"] = m1_against_base(rows)
+                res["m1"]["base"] = b.m7_base_build()
         if "m2" in a.only:
             res["m2"] = b.m2()
         if "m3" in a.only:

@@ -352,6 +352,31 @@ def test_m7_plan_names_references_and_skips():
        "O2's arm at one pace and its reference at the same")
 
 
+def test_m1_against_base_cells_and_the_spread():
+    def row(arm, rnd, rps, cpu, p99):
+        return dict(arm=arm, round=rnd, layout="pinned", endpoint="now", conns=16, rps=rps,
+                    cpu_us_per_req=cpu, p99_us=p99)
+    rows = [row("ramp-base", 0, 100.0, 10.0, 300), row("ramp-base", 1, 120.0, 12.0, 500),
+            row("ramp-base", 2, 110.0, 11.0, 400), row("ramp", 0, 90.0, 10.5, 600),
+            row("ramp", 1, 125.0, 11.0, 650), row("ramp", 2, 95.0, 12.5, 700),
+            row("nginx", 0, 1.0, 1.0, 1)]
+    cells = bench.m1_against_base(rows)
+    eq([(x["metric"], x["base_median"], x["base_min"], x["base_max"], x["head_median"],
+         x["ratio"], x["worse_past_spread"]) for x in cells],
+       [("rps", 110.0, 100.0, 120.0, 95.0, 0.9, True),
+        ("CPU µs/req", 11.0, 10.0, 12.0, 11.0, 1.05, False),
+        ("p99 ms", 400, 300, 500, 650, 1.75, True)],
+       "each metric against the base's range, which way is worse")
+    text = "\n".join(bench.render_against_base(cells, dict(version="ramp 0.1.0",
+                                                              commit="e338e48aaaaaaaa",
+                                                              source="git archive of e338e48")))
+    for want in ("| pinned | /x/now | 16 | p99 ms | 0.40 (0.30–0.50) | 0.65 | 1.750 | **yes** |",
+                 "| pinned | /x/now | 16 | CPU µs/req | 11.00 (10.00–12.00) | 11.00 | 1.050 | no |",
+                 "Cells worse past the spread: 2 of 3.", "at e338e48aaaaa, git archive of"):
+        if want not in text:
+            raise AssertionError(f"no {want!r} in:\n{text}")
+
+
 # What h2load 1.52 printed for `h2load --h1 -t1 -c16 --rps=1250 -D2` (its progress lines cut).
 H2LOAD_OUT = """starting benchmark...
 Application protocol: http/1.1
