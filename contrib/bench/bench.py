@@ -374,8 +374,9 @@ def h2load_summary(returncode, stdout, stderr, log):
     def pct(p):
         return times[max(0, math.ceil(len(times) * p / 100) - 1)] if times else -1
     return dict(requests=int(q.group(3)), duration_us=round(secs * 1e6), p50_us=pct(50),
-                p99_us=pct(99), connect=0, read=int(q.group(5)), write=0, timeout=0,
-                status=non2xx)
+                p90_us=pct(90), p99_us=pct(99), p999_us=pct(99.9), max_us=pct(100),
+                mean_us=round(sum(times) / len(times), 1) if times else -1, connect=0,
+                read=int(q.group(5)), write=0, timeout=0, status=non2xx)
 
 
 def wrk_errors(w):
@@ -504,14 +505,15 @@ class Bench:
         w["client_cpu_s"] = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
         return w
 
-    def h2load_paced(self, port, path, conns, rate, duration, cpus):
+    def h2load_paced(self, port, path, conns, rate, duration, cpus, threads=1):
         """h2load over HTTP/1.1 at `rate` requests a second in all (--rps of each of `conns`
-        connections), one thread on `cpus`, for `duration` seconds: wrk's figures, the times
-        from h2load's log of every request (h2load_summary)."""
+        connections), `threads` threads on `cpus` (None: anywhere), for `duration` seconds:
+        wrk's figures, the times from h2load's log of every request (h2load_summary)."""
         logf = os.path.join(self.tmp, "h2load.log")
-        argv = ["taskset", "-c", str(cpus), "h2load", "--h1", "-t1", f"-c{conns}",
-                f"--rps={rate / conns:g}", f"-D{duration}", f"--log-file={logf}",
-                f"http://127.0.0.1:{port}{path}"]
+        argv = ["h2load", "--h1", f"-t{threads}", f"-c{conns}", f"--rps={rate / conns:g}",
+                f"-D{duration}", f"--log-file={logf}", f"http://127.0.0.1:{port}{path}"]
+        if cpus is not None:
+            argv = ["taskset", "-c", str(cpus)] + argv
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                            timeout=duration + 60)
@@ -522,12 +524,17 @@ class Bench:
         w["client_cpu_s"] = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
         return w
 
-    def measure(self, p, port, path, conns, layout, duration, lua=None):
-        """One row: wrk against a running server, with the server tree's CPU and RSS."""
+    def measure(self, p, port, path, conns, layout, duration, lua=None, rate=0):
+        """One row: wrk (h2load at `rate` requests a second, when given) against a running
+        server, with the server tree's CPU and RSS."""
         load = loadavg()
         b0, c0, t0 = machine_busy_s(), cpu_seconds(p.pid), thread_cpu(p.pid)
-        w = self.wrk(port, path, conns, layout["wrk_threads"], duration, layout["client_cpus"],
-                     lua)
+        if rate:
+            w = self.h2load_paced(port, path, conns, rate, duration, layout["client_cpus"],
+                                  layout["wrk_threads"])
+        else:
+            w = self.wrk(port, path, conns, layout["wrk_threads"], duration,
+                         layout["client_cpus"], lua)
         c1, b1, t1 = cpu_seconds(p.pid), machine_busy_s(), thread_cpu(p.pid)
         rss_tree, rss_main, nprocs = rss(p.pid)
         n = max(w["requests"], 1)
@@ -585,11 +592,13 @@ class Bench:
                         if a.warmup > 0:
                             self.wrk(port, "/x/now", 16, layout["wrk_threads"], a.warmup,
                                      layout["client_cpus"])
-                        eps = ("now", "search") if arm in ("ramp", M1_BASE) else ("now",)
+                        # paced (--m1-rate), /x/now alone: a rate for /x/now is past /x/search's
+                        eps = (("now", "search") if arm in ("ramp", M1_BASE) and not a.m1_rate
+                               else ("now",))
                         for ep in eps:
                             for conns in a.conns:
                                 row = self.measure(p, port, ENDPOINTS[ep], conns, layout,
-                                                   a.duration)
+                                                   a.duration, rate=a.m1_rate)
                                 row.update(layout=layout["name"], round=rnd, position=pos,
                                            arm=arm, endpoint=ep, path=ENDPOINTS[ep])
                                 rows.append(row)
@@ -1539,6 +1548,9 @@ def render(res, json_rel):
              f"{e.get('loadavg_at_end')}")
     parts = a.get("only") or ["m1", "m2", "m3", "cold"]
     runs = f"- Parts: {', '.join(parts)}; {a['rounds']} round(s) × {a['duration_s']} s"
+    if a.get("m1_rate"):
+        runs += (f", M1 paced: `h2load --h1` at {a['m1_rate']} requests a second (`/x/now` "
+                 "only)")
     if "m1" in parts or "m2" in parts:
         runs += (f", warm-up {a['warmup_s']} s, connections {', '.join(map(str, a['conns']))}, "
                  f"layouts {', '.join(a['layouts'])}")
@@ -2517,6 +2529,9 @@ def main():
     ap.add_argument("--m7-arms", help="M7: the arms to run, comma-separated, with their "
                     "references (default every arm of M7_ARMS that can run)")
     ap.add_argument("--m7-conns", type=int, default=16, help="M7: wrk connections (16)")
+    ap.add_argument("--m1-rate", type=int, default=0, help="M1: drive /x/now at this many "
+                    "requests a second, through h2load, instead of as fast as wrk asks; "
+                    "/x/search is then not run (0: wrk)")
     ap.add_argument("--m7-rate", type=int, default=20000, help="M7: the paced arms' requests a "
                     "second, through h2load over as many connections as --m7-conns (20000; 0: "
                     "no paced arms)")
@@ -2606,6 +2621,7 @@ def main():
         environment=environment(a, b),
         parameters=dict(
             quick=q, duration_s=a.duration, rounds=a.rounds, warmup_s=a.warmup,
+            m1_rate=a.m1_rate,
             layouts=a.layouts, conns=a.conns, server_cpu=a.server_cpu,
             client_cpu=a.client_cpu, wide_wrk_threads=a.wide_wrk_threads,
             ramp_flags="--max-keepalive-requests 0 --blocking-threads "

@@ -7,6 +7,7 @@ pending arms, M8's rows, summary and targets, and the rewriting of the document'
 is "bench: N passed, N failed"."""
 
 import importlib.util
+import json
 import os
 import shutil
 import sys
@@ -377,6 +378,23 @@ def test_m1_against_base_cells_and_the_spread():
             raise AssertionError(f"no {want!r} in:\n{text}")
 
 
+def test_m1_block_of_a_paced_run_beside_its_base():
+    """The results block of the paced M1 run recorded in doc/bench (its artifact as written)."""
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "doc", "bench",
+                        "20261201T213427Z.json")
+    with open(path) as f:
+        res = json.load(f)
+    lines = bench.render(res, "doc/bench/20261201T213427Z.json").splitlines()
+    for want in ("Cells worse past the spread: 0 of 12.",
+                 "| pinned | /x/now | 256 | p99 ms | 4.43 (3.87–5.29) | 4.34 | 1.006 | no |"):
+        if want not in lines:
+            raise AssertionError(f"no line {want!r} in:\n" + "\n".join(lines))
+    eq(any("M1 paced: `h2load --h1` at 30000 requests a second (`/x/now` only)" in x
+           for x in lines), True, "the Parts line says the run was paced")
+    eq([x for x in lines if "/x/search" in x and x.startswith("| pinned |")], [],
+       "no /x/search cells in a paced run")
+
+
 # What h2load 1.52 printed for `h2load --h1 -t1 -c16 --rps=1250 -D2` (its progress lines cut).
 H2LOAD_OUT = """starting benchmark...
 Application protocol: http/1.1
@@ -393,8 +411,9 @@ def test_h2load_summary_in_wrks_form():
     log = "".join(f"1796157285095{i:03d}\t{'404' if i == 7 else '200'}\t{100 + i}\n"
                   for i in range(100))
     w = bench.h2load_summary(0, H2LOAD_OUT, "", log)
-    eq(w, dict(requests=39824, duration_us=2000000, p50_us=149, p99_us=198, connect=0, read=0,
-               write=0, timeout=0, status=1), "the summary, the log's p50 and p99, its non-2xx")
+    eq(w, dict(requests=39824, duration_us=2000000, p50_us=149, p90_us=189, p99_us=198,
+               p999_us=199, max_us=199, mean_us=149.5, connect=0, read=0, write=0, timeout=0,
+               status=1), "the summary, the log's percentiles and mean, its non-2xx")
     failed = H2LOAD_OUT.replace("39824 succeeded, 0 failed", "39800 succeeded, 24 failed")
     eq(bench.wrk_errors(bench.h2load_summary(0, failed, "", log)), 25, "failed requests count")
     for rc, out, why in ((1, H2LOAD_OUT, "h2load failed (1)"), (0, "starting benchmark...\n",
