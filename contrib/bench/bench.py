@@ -349,34 +349,29 @@ def wrk_summary(returncode, stdout, stderr):
     return w
 
 
-def h2load_summary(returncode, stdout, stderr, log):
-    """The figures of one h2load run in wrk_summary's form: its requests and their time from
-    its summary, p50 and p99 from its log of every request (start µs, status, µs to the end of
-    the answer); its failed requests (errored or timed out among them) and the non-2xx answers
-    as errors;
-    RuntimeError when it did not run."""
+def h2load_summary(returncode, stdout, stderr, log, duration_s):
+    """The figures of one h2load run of `duration_s` seconds (its -D, which is what h2load
+    counts requests over; its "finished in" adds the start and the stop) in wrk_summary's form:
+    the requests done from its summary; the percentiles and the mean from its log of every
+    request (start µs, status, µs to the end of the answer), those that got an answer; as errors
+    its failed requests, which h2load counts as the errored (timed out among them) and the
+    answers of 4xx and 5xx; RuntimeError when it did not run."""
     if returncode != 0:
         raise RuntimeError(f"h2load failed ({returncode}): {(stderr or stdout).strip()[-500:]}")
-    m = re.search(r"^finished in ([0-9.]+)(m?s),", stdout, re.M)
     q = re.search(r"^requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
                   r"(\d+) failed, (\d+) errored, (\d+) timeout", stdout, re.M)
-    if not m or not q:
+    if not q:
         raise RuntimeError("h2load printed no summary: " + stdout[-500:])
-    secs = float(m.group(1)) / (1000 if m.group(2) == "ms" else 1)
-    times, non2xx = [], 0
-    for line in log.splitlines():
-        f = line.split("\t")
-        if len(f) >= 3:
-            times.append(int(f[2]))
-            non2xx += not f[1].startswith("2")
-    times.sort()
+    failed, errored, timeout = (int(q.group(i)) for i in (5, 6, 7))
+    times = sorted(int(f[2]) for f in (x.split("\t") for x in log.splitlines())
+                   if len(f) >= 3 and int(f[1]) > 0)
 
-    def pct(p):
-        return times[max(0, math.ceil(len(times) * p / 100) - 1)] if times else -1
-    return dict(requests=int(q.group(3)), duration_us=round(secs * 1e6), p50_us=pct(50),
+    def pct(p):  # the nearest rank, in integers: 99.9% of 41000 is rank 40959, not 40960
+        return times[max(0, -(-len(times) * round(p * 10) // 1000) - 1)] if times else -1
+    return dict(requests=int(q.group(3)), duration_us=round(duration_s * 1e6), p50_us=pct(50),
                 p90_us=pct(90), p99_us=pct(99), p999_us=pct(99.9), max_us=pct(100),
                 mean_us=round(sum(times) / len(times), 1) if times else -1, connect=0,
-                read=int(q.group(5)), write=0, timeout=0, status=non2xx)
+                read=errored - timeout, write=0, timeout=timeout, status=failed - errored)
 
 
 def wrk_errors(w):
@@ -514,13 +509,21 @@ class Bench:
                 f"-D{duration}", f"--log-file={logf}", f"http://127.0.0.1:{port}{path}"]
         if cpus is not None:
             argv = ["taskset", "-c", str(cpus)] + argv
+        if os.path.exists(logf):  # h2load appends to it
+            os.unlink(logf)
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                            timeout=duration + 60)
         ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        with open(logf) as f:
-            w = h2load_summary(r.returncode, r.stdout, r.stderr, f.read())
-        os.unlink(logf)
+        try:
+            log = ""
+            if r.returncode == 0:
+                with open(logf) as f:
+                    log = f.read()
+            w = h2load_summary(r.returncode, r.stdout, r.stderr, log, duration)
+        finally:
+            if os.path.exists(logf):
+                os.unlink(logf)
         w["client_cpu_s"] = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
         return w
 
@@ -572,6 +575,8 @@ class Bench:
         a = self.a
         rows = []
         arms = M1_ORDER if a.m7_base else ARMS
+        if a.m1_rate and not shutil.which("h2load"):
+            raise RuntimeError("--m1-rate needs h2load (Debian's nghttp2-client)")
         for layout in self.layouts():
             for rnd in range(a.rounds):
                 k = rnd % len(arms)
@@ -584,6 +589,12 @@ class Bench:
                         argv[0] = app_binary(a.m7_base, "ramp")
                         p, body = self.start(arm, layout, port, argv=argv,
                                              env=build_env(a.m7_base))
+                        lib = mapped_libm0(p.pid)
+                        libs = os.path.realpath(os.path.join(a.m7_base, ".libs"))
+                        if not lib or not os.path.realpath(lib).startswith(libs + "/"):
+                            stop(p)
+                            raise RuntimeError(f"M1 {arm}: the server mapped {lib}, not the "
+                                               f"base build's library in {libs}")
                     else:
                         p, body = self.start(arm, layout, port)
                     try:
@@ -609,6 +620,10 @@ class Bench:
                                 if row["errors_total"]:
                                     self.note(f"M1 {layout['name']} round {rnd + 1} {arm} "
                                               f"{ep} c={conns}: {row['errors']}")
+                                if a.m1_rate and row["rps"] < 0.95 * a.m1_rate:
+                                    self.note(f"M1 {layout['name']} round {rnd + 1} {arm} "
+                                              f"{ep} c={conns}: {row['rps']:.0f} requests a "
+                                              f"second, short of the pace of {a.m1_rate}")
                         if p.poll() is not None:
                             self.note(f"M1 {arm} exited with {p.returncode} during the runs")
                     finally:
@@ -1734,7 +1749,8 @@ def m8_summary(rows):
         for f in ("p50_us", "p99_us", "max_us", "close_ms_max"):
             m[f] = statistics.median(r[f] for r in rs)
         m["max_us_worst"] = max(r["max_us"] for r in rs)
-        m["worst_runq_us"] = statistics.median(r.get("worst_runq_us", -1) for r in rs)
+        known = [r["worst_runq_us"] for r in rs if r.get("worst_runq_us", -1) >= 0]
+        m["worst_runq_us"] = statistics.median(known) if known else -1
         m["probe_fifo"] = all(r.get("probe_fifo") for r in rs)
         for f in ("slow_late", "normal_failed", "slow_closed", "slow_408", "slow_n",
                   "normal_n"):

@@ -184,7 +184,8 @@ static int64_t runq_wait_us(void)
         int k = f ? fscanf(f, "%llu %llu", &run, &wait) : 0;
         if (f)
                 fclose(f);
-        return k == 2 ? (int64_t)(wait / 1000) : -1;
+        /* a kernel without schedstats prints zeros: a thread that has run has run > 0 */
+        return k == 2 && run ? (int64_t)(wait / 1000) : -1;
 }
 
 /* Where one request's time went: its connect() returned (the handshake, done by the kernel),

@@ -408,18 +408,24 @@ time for request:       19us      2.29ms       283us       116us    68.60%
 
 
 def test_h2load_summary_in_wrks_form():
-    log = "".join(f"1796157285095{i:03d}\t{'404' if i == 7 else '200'}\t{100 + i}\n"
-                  for i in range(100))
-    w = bench.h2load_summary(0, H2LOAD_OUT, "", log)
-    eq(w, dict(requests=39824, duration_us=2000000, p50_us=149, p90_us=189, p99_us=198,
-               p999_us=199, max_us=199, mean_us=149.5, connect=0, read=0, write=0, timeout=0,
-               status=1), "the summary, the log's percentiles and mean, its non-2xx")
-    failed = H2LOAD_OUT.replace("39824 succeeded, 0 failed", "39800 succeeded, 24 failed")
-    eq(bench.wrk_errors(bench.h2load_summary(0, failed, "", log)), 25, "failed requests count")
-    for rc, out, why in ((1, H2LOAD_OUT, "h2load failed (1)"), (0, "starting benchmark...\n",
-                                                                "h2load printed no summary")):
+    log = "".join(f"1796157285095{i:03d}\t{'404' if i == 7 else '-1' if i == 8 else '200'}"
+                  f"\t{100 + i}\n" for i in range(100))
+    out = H2LOAD_OUT.replace("39824 succeeded, 0 failed, 0 errored",
+                             "39822 succeeded, 2 failed, 1 errored")
+    w = bench.h2load_summary(0, out, "", log, 2)
+    eq(w, dict(requests=39824, duration_us=2000000, p50_us=150, p90_us=190, p99_us=199,
+               p999_us=199, max_us=199, mean_us=149.9, connect=0, read=1, write=0, timeout=0,
+               status=1), "the -D window, the answered requests' times, failed = errored + 4xx/5xx")
+    eq(bench.wrk_errors(w), 2, "each failed request counted once")
+    timed = H2LOAD_OUT.replace("0 failed, 0 errored, 0 timeout", "3 failed, 2 errored, 1 timeout")
+    eq(bench.wrk_errors(bench.h2load_summary(0, timed, "", log, 2)), 3, "a timeout among them")
+    big = "".join(f"0\t200\t{i}\n" for i in range(1, 41001))
+    eq(bench.h2load_summary(0, H2LOAD_OUT, "", big, 2)["p999_us"], 40959,
+       "99.9% of 41000 is the rank 40959")
+    for rc, stdout, why in ((1, H2LOAD_OUT, "h2load failed (1)"),
+                            (0, "starting benchmark...\n", "h2load printed no summary")):
         try:
-            bench.h2load_summary(rc, out, "", log)
+            bench.h2load_summary(rc, stdout, "", log, 2)
         except RuntimeError as e:
             eq(str(e).startswith(why), True, f"{why}: {e}")
         else:
