@@ -4,6 +4,7 @@
  * Its routes read the query, headers, cookies (Q1), form bodies (Q2) and JSON bodies (Q3), and
  * the host's own answers go through an error callback (Q4). */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -184,36 +185,50 @@ static void setup(void)
         m0__bus_global = &host.bus;
 }
 
-/* Check that `out` is a sequence of whole, well-framed answers (a stream may end it). */
-static void verify(const char *out, size_t len)
+/*
+ * Whether out[at..len) is a sequence of whole, well-framed answers (a stream may end it). An
+ * answer to HEAD has its length and no body, and the harness does not know which requests were
+ * HEAD: where the bytes after a head with a length start another answer, both readings are
+ * tried, since a body (an echo's) may itself begin with "HTTP/1.1 ".
+ */
+static bool framed(const char *out, size_t len, size_t at)
 {
-        size_t at = 0;
         while (at < len) {
                 if (len - at < 17 || memcmp(out + at, "HTTP/1.1 ", 9) != 0)
-                        __builtin_trap();
+                        return false;
                 const char *end = memmem(out + at, len - at, "\r\n\r\n", 4);
                 if (!end)
-                        __builtin_trap(); /* a head cut short */
+                        return false; /* a head cut short */
                 size_t head = (size_t)(end - (out + at)) + 4;
                 int status = atoi(out + at + 9);
                 if (status < 100 || status > 599)
-                        __builtin_trap();
+                        return false;
                 if (memmem(out + at, head, "text/event-stream", 17))
-                        return; /* the rest is the stream's */
+                        return true; /* the rest is the stream's */
                 const char *cl = memmem(out + at, head, "\r\nContent-Length: ", 18);
                 size_t body = 0;
                 if (cl)
                         body = strtoul(cl + 18, NULL, 10);
                 else if (status >= 200 && status != 204 && status != 304)
-                        __builtin_trap(); /* every final answer carries its length (H4) */
-                /* An answer to HEAD has the length and no body: the next answer follows at once. */
-                if (body && (len - at - head == 0 ||
-                             (len - at - head >= 9 && !memcmp(out + at + head, "HTTP/1.1 ", 9))))
-                        body = 0;
-                if (body > len - at - head)
-                        __builtin_trap(); /* a body cut short */
-                at += head + body;
+                        return false; /* every final answer carries its length (H4) */
+                at += head;
+                if (body && (at == len || (len - at >= 9 && !memcmp(out + at, "HTTP/1.1 ", 9)))) {
+                        if (framed(out, len, at))
+                                return true; /* a HEAD's answer: the next one follows at once */
+                        if (at == len)
+                                return false;
+                }
+                if (body > len - at)
+                        return false; /* a body cut short */
+                at += body;
         }
+        return true;
+}
+
+static void verify(const char *out, size_t len)
+{
+        if (!framed(out, len, 0))
+                __builtin_trap();
 }
 
 static void pump(int peer, char **out, size_t *len, size_t *cap)
