@@ -589,12 +589,10 @@ class Bench:
                         argv[0] = app_binary(a.m7_base, "ramp")
                         p, body = self.start(arm, layout, port, argv=argv,
                                              env=build_env(a.m7_base))
-                        lib = mapped_libm0(p.pid)
-                        libs = os.path.realpath(os.path.join(a.m7_base, ".libs"))
-                        if not lib or not os.path.realpath(lib).startswith(libs + "/"):
+                        why = libm0_not_of(p.pid, a.m7_base)
+                        if why:
                             stop(p)
-                            raise RuntimeError(f"M1 {arm}: the server mapped {lib}, not the "
-                                               f"base build's library in {libs}")
+                            raise RuntimeError(f"M1 {arm}: {why}")
                     else:
                         p, body = self.start(arm, layout, port)
                     try:
@@ -1277,11 +1275,9 @@ class Bench:
             pid = p.pid if jdir is None else read_pid(jdir, "command.pid")
             if arm.probe:
                 wait_ready(p, aux, arm.probe)
-            libs = os.path.realpath(os.path.join(self.m7_build(arm), ".libs"))
-            lib = mapped_libm0(pid)
-            if lib and os.path.isdir(libs) and not os.path.realpath(lib).startswith(libs + "/"):
-                raise RuntimeError(f"M7 {arm.name}: the server mapped {lib}, not its build's "
-                                   f"library in {libs}")
+            why = libm0_not_of(pid, self.m7_build(arm))
+            if why:
+                raise RuntimeError(f"M7 {arm.name}: {why}")
         except BaseException:
             stop(p)
             raise
@@ -2351,6 +2347,20 @@ def m7_row(slices, nproc):
     if jcpu:
         row["journald_cpu_us_per_req"] = round(jcpu * 1e6 / n, 3)
     return row
+
+
+def libm0_not_of(pid, build):
+    """Why the server `pid` does not run the libm0 of the build directory `build` (a sentence),
+    or None: it mapped one from elsewhere, or none although the build has a shared one (its
+    .libs). A server of a base build that loaded the head's libm0 would measure the head twice."""
+    libs = os.path.realpath(os.path.join(build, ".libs"))
+    lib = mapped_libm0(pid)
+    if lib is None:
+        return f"the server mapped no libm0, not the build's in {libs}" if os.path.isdir(
+            libs) else None
+    if not os.path.realpath(lib).startswith(libs + "/"):
+        return f"the server mapped {lib}, not its build's library in {libs}"
+    return None
 
 
 def mapped_libm0(pid):

@@ -395,6 +395,29 @@ def test_m1_block_of_a_paced_run_beside_its_base():
        "no /x/search cells in a paced run")
 
 
+def test_libm0_not_of_the_build():
+    with tempfile.TemporaryDirectory() as d:
+        base = os.path.join(d, "base")
+        os.makedirs(os.path.join(base, ".libs"))
+        saved = bench.mapped_libm0
+        try:
+            for mapped, build, want in (
+                    (f"{base}/.libs/libm0.so.0.0.0", base, None),
+                    (f"{d}/head/.libs/libm0.so.0.0.0", base,
+                     f"the server mapped {d}/head/.libs/libm0.so.0.0.0, not its build's library "
+                     f"in {os.path.realpath(base)}/.libs"),
+                    (None, base, "the server mapped no libm0, not the build's in "
+                     f"{os.path.realpath(base)}/.libs"),
+                    (None, d, None),  # a build without a shared libm0
+                    (f"{base}/.libs/libm0.so.0", d,
+                     f"the server mapped {base}/.libs/libm0.so.0, not its build's library in "
+                     f"{os.path.realpath(d)}/.libs")):
+                bench.mapped_libm0 = lambda pid, m=mapped: m
+                eq(bench.libm0_not_of(1, build), want, f"{mapped} in {build}")
+        finally:
+            bench.mapped_libm0 = saved
+
+
 # What h2load 1.52 printed for `h2load --h1 -t1 -c16 --rps=1250 -D2` (its progress lines cut).
 H2LOAD_OUT = """starting benchmark...
 Application protocol: http/1.1
