@@ -18,10 +18,10 @@
  *         and close_ms_max (its first byte to its close), open (still open at the end);
  *   normal: n, failed (connect error, a status other than 200, or no whole answer within
  *         5 s), p50_us, p99_us, max_us, fifo (whether its thread ran SCHED_FIFO), and the five
- *         slowest as [at_ms, us, connect_us,
- *         first_byte_us, runq_us]: at_ms from the start; connect_us when connect() returned and
- *         first_byte_us when the answer's first byte arrived, both from the request's start;
- *         runq_us how long the client's own thread waited for a CPU meanwhile (its schedstat).
+ *         slowest as [at_ms, us, connect_us, first_byte_us, runq_us]: at_ms from the start;
+ *         connect_us when connect() returned and first_byte_us when the answer's first byte
+ *         arrived, both from the request's start (-1: never); runq_us how long the client's own
+ *         thread waited for a CPU meanwhile (its schedstat; -1 when the kernel keeps none).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -194,12 +194,12 @@ struct parts {
         int64_t connect_us, first_us, runq_us;
 };
 
-/* One request on a fresh connection: its time in microseconds, or -1 when it failed. */
+/* One request on a fresh connection: its time in microseconds, or -1 when it failed; the parts
+ * it reached are filled in (the caller sets them -1). */
 static int64_t one_request(const char *path, struct parts *pt)
 {
         int64_t w0 = runq_wait_us();
         int64_t t = now_us();
-        pt->first_us = -1;
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return -1;

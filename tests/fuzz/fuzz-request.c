@@ -215,8 +215,6 @@ static bool framed(const char *out, size_t len, size_t at)
                 if (body && (at == len || (len - at >= 9 && !memcmp(out + at, "HTTP/1.1 ", 9)))) {
                         if (framed(out, len, at))
                                 return true; /* a HEAD's answer: the next one follows at once */
-                        if (at == len)
-                                return false;
                 }
                 if (body > len - at)
                         return false; /* a body cut short */
