@@ -260,6 +260,13 @@ static void index_target(const struct head_walk *w, char *head, struct m0_req *r
         req->nheaders = w->nfields;
 }
 
+int m0__http_head_pending(const char *head, size_t have, const struct m0_config *cfg)
+{
+        if (!memchr(head, '\n', have) && have > (size_t)cfg->max_uri_bytes + 32)
+                return 414;
+        return have > cfg->max_head_bytes ? 431 : 0;
+}
+
 void m0__http_target(const char *head, size_t len, const char **ret_path, size_t *ret_len)
 {
         const char *t = memchr(head, ' ', len);

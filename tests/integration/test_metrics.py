@@ -15,6 +15,8 @@ from collections import Counter
 import m0test
 from m0test import HarnessError, Server, check, eq, free_port
 from promtest import Prometheus, openmetrics_parse, promtool_check
+from test_reject import CASES as REJECT_CASES
+from test_smuggling import GROUPS as SMUGGLING_GROUPS
 
 METRICS_SOCKETS = ("tcp", ("tcp", "metrics"))
 OM_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -349,6 +351,60 @@ def test_O1_metrics_port_refuses_what_it_must():
         eq(value(smp, "m0_metrics_scrapes_total"), 2, "the HEAD and this GET")
         eq(value(smp, "m0_requests_total", loop=0, method="GET", status="2xx"), 1,
            "the app counted its /health alone")
+
+
+# Every malformed head of the H3 tables: test_reject's, and test_smuggling's rows of the head's
+# groups that the host refuses at once with one status (400, 414, 431); not the chunked body's.
+HEAD_GROUPS = ("content_length", "transfer_encoding", "line_syntax", "request_line",
+               "host_and_target", "fields", "limits")
+MALFORMED_HEADS = [(name, raw, 400) for name, raw in REJECT_CASES] + [
+    (r["name"], r["raw"], r["statuses"][0]) for g in HEAD_GROUPS for r in SMUGGLING_GROUPS[g]
+    if len(r["statuses"]) == 1 and r["statuses"][0] in (400, 414, 431)]
+
+
+def first_status(addr, raw, timeout):
+    """Send `raw` on a new connection to `addr`: (the first answer's status, seconds it took)."""
+    with socket.create_connection(addr, timeout=timeout) as c:
+        t0 = time.monotonic()
+        try:
+            c.sendall(raw)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # refused before all was sent: the answer still came
+        st = read_response(c, head_only=raw.startswith(b"HEAD "))[0]
+        return st, time.monotonic() - t0
+
+
+def test_O1_H3_the_metrics_socket_refuses_every_malformed_head_as_the_app_does():
+    """Each malformed head the app's socket refuses, the metrics socket refuses with the same
+    status, at once: both read a head with llhttp and H3's walk (a head ending in bare LFs was
+    read there until M0_METRICS_TIMEOUT_MS, then 408). The timeout is long so that an answer the
+    metrics socket owes at once cannot pass for one it gives at the deadline."""
+    timeout_s = 30
+    env = {"M0_METRICS_TIMEOUT_MS": str(timeout_s * 1000)}
+    check(len(MALFORMED_HEADS) > 80, f"the table: {len(MALFORMED_HEADS)} heads")
+    with Server("host_check", env=env, sockets=METRICS_SOCKETS) as s:
+        s.wait_ready()
+        ma = metrics_addr(s)
+        failures = []
+        for name, raw, want in MALFORMED_HEADS:
+            got = {}
+            for where, addr in (("app", s.tcp_addr), ("metrics", ma)):
+                try:
+                    got[where] = first_status(addr, raw, timeout_s + 10)
+                except (HarnessError, OSError) as e:
+                    got[where] = (f"no answer: {e}", 0)
+            app, metrics = got["app"], got["metrics"]
+            if app[0] != want or metrics[0] != want or metrics[1] > timeout_s / 2:
+                failures.append(f"[{name}] {raw[:60]!r}: want {want}; app {app[0]}, metrics "
+                                f"{metrics[0]} after {metrics[1]:.1f}s")
+        if failures:
+            raise AssertionError(f"{len(failures)} of {len(MALFORMED_HEADS)} heads:\n"
+                                 + "\n".join(failures))
+        # The metrics socket is whole after the table.
+        eq(scrape(s)[0], 200, "GET /metrics after the table")
+
+
+test_O1_H3_the_metrics_socket_refuses_every_malformed_head_as_the_app_does.timeout = 300
 
 
 def test_O1_pool_histogram_and_streams():
