@@ -16,6 +16,9 @@ extern const unsigned char m0__tchar[256];
 /* 1 for the bytes RFC 9110 allows in a field value: HTAB, SP, VCHAR, obs-text. */
 extern const unsigned char m0__vchar[256];
 
+/* Trim OWS (SP, HTAB) from both ends of [*p, *p + *n). */
+void m0__http_trim(const char **p, size_t *n);
+
 /*
  * Check a complete request head at `head` for what H3 forbids and llhttp may let through, and
  * index it. Returns 0 and the head's length in *ret_len, or an HTTP status (400, 414, 431)

@@ -1,14 +1,15 @@
 # SPDX-License-Identifier: MIT
 """What operators watch (SPEC O1): GET /metrics on a socket of its own — a passed socket named
-`metrics`, or M0_METRICS — in the OpenMetrics text format (the 0.0.4 text format when asked for
-it), checked by `promtool check metrics`, by a strict OpenMetrics parser and by a real Prometheus
-scraping it; the counters exact for the requests each test sent, by loop, method and status
+`metrics`, or M0_METRICS — in the Prometheus text format 0.0.4, or OpenMetrics when the Accept asks
+for it (AP4), checked by `promtool check metrics`, by a strict OpenMetrics parser and by a real
+Prometheus scraping it; the counters exact for the requests each test sent, by loop, method and status
 class; the metrics port bounded against slow, large and many clients; never on the app's socket."""
 
 import os
 import re
 import signal
 import socket
+import subprocess
 import time
 from collections import Counter
 
@@ -21,6 +22,10 @@ from test_smuggling import GROUPS as SMUGGLING_GROUPS
 METRICS_SOCKETS = ("tcp", ("tcp", "metrics"))
 OM_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 TEXT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+OM_ACCEPT = "application/openmetrics-text; version=1.0.0"
+# What Debian's Prometheus 2 sends.
+PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+                     "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
 
 
 def metrics_addr(s):
@@ -57,8 +62,9 @@ def http(addr, raw, head_only=False, timeout=10):
         return read_response(c, head_only)
 
 
-def scrape(s_or_addr, accept=None):
-    """GET /metrics: (status, fields, body text)."""
+def scrape(s_or_addr, accept=OM_ACCEPT):
+    """GET /metrics, asking for OpenMetrics unless told (None: no Accept): (status, fields, body
+    text)."""
     addr = s_or_addr if isinstance(s_or_addr, tuple) else metrics_addr(s_or_addr)
     hs = "" if accept is None else f"Accept: {accept}\r\n"
     st, f, raw = http(addr, f"GET /metrics HTTP/1.1\r\nHost: m\r\n{hs}\r\n".encode())
@@ -169,17 +175,49 @@ def test_O1_requests_counted_exactly_by_loop_method_and_status():
             "host_check", ["--version"])[1].split()[-1]), 1, "m0_build_info")
 
 
-def test_O1_formats_promtool_and_the_strict_parser():
-    """The default is OpenMetrics (its type, `# EOF` last, a strict parser takes it); Accept:
-    text/plain gets the 0.0.4 format, which `promtool check metrics` passes; both say the same."""
+def test_O1_AP4_formats_promtool_and_the_strict_parser():
+    """A scrape with no Accept (curl's `*/*` too) gets the 0.0.4 text format, which `promtool
+    check metrics` passes with every family of the host there; OpenMetrics when the Accept names
+    it above text/plain (Prometheus's does), which the strict parser takes; both say the same."""
     with Server("host_check", env={"M0_BLOCKING_THREADS": "1", "M0_THREADS": "2"},
                 sockets=METRICS_SOCKETS) as s:
         s.wait_ready()
         run_plan(s)
-        st, f, om = scrape(s)
+        st, f, text = scrape(s, None)
         eq(st, 200, "GET /metrics")
-        eq(f["content-type"], OM_TYPE, "the default format")
-        check(om.endswith("\n# EOF\n"), f"the exposition ends in # EOF: {om[-40:]!r}")
+        eq(f["content-type"], TEXT_TYPE, "the default format")
+        check("# EOF" not in text and "# UNIT" not in text, "no OpenMetrics lines in 0.0.4")
+        rc, out = promtool_check(text)
+        eq((rc, out), (0, ""), "promtool check metrics")
+        # The way an operator reads it, curl piped to promtool.
+        host, port = metrics_addr(s)
+        curl = subprocess.run(f"curl -sS --max-time 10 http://{host}:{port}/metrics | "
+                              "promtool check metrics", shell=True, capture_output=True,
+                              timeout=30)
+        eq((curl.returncode, curl.stdout + curl.stderr), (0, b""), "curl -s | promtool check")
+        types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M))
+        for name, typ in [("m0_requests_total", "counter"), ("m0_build_info", "gauge"),
+                          ("m0_request_duration_seconds", "histogram"),
+                          ("m0_received_bytes_total", "counter"),
+                          ("m0_pool_job_duration_seconds", "histogram"), ("m0_streams", "gauge"),
+                          ("m0_streams_closed_total", "counter"),
+                          ("m0_bus_channels_evicted_total", "counter")]:
+            eq(types.get(name), typ, f"# TYPE {name}")
+        check(re.search(r'^m0_build_info\{app="host_check",version="[^"]+"\} 1$', text, re.M),
+              "m0_build_info, a gauge of 1")
+        for accept, want in [(None, TEXT_TYPE), ("*/*", TEXT_TYPE),
+                             ("text/plain", TEXT_TYPE),
+                             ("text/plain; version=0.0.4", TEXT_TYPE),
+                             ("application/openmetrics-text;q=0,text/plain", TEXT_TYPE),
+                             ("application/openmetrics-text;q=0.4,text/plain;q=0.5", TEXT_TYPE),
+                             ("application/openmetrics-text", OM_TYPE),
+                             ("application/openmetrics-text;version=1.0.0,text/plain;q=0.5",
+                              OM_TYPE),
+                             (PROMETHEUS_ACCEPT, OM_TYPE)]:
+            st, f, body = scrape(s, accept)
+            eq((st, f["content-type"]), (200, want), f"Accept: {accept}")
+            eq(body.endswith("\n# EOF\n"), want == OM_TYPE, f"Accept: {accept}: # EOF last")
+        st, f, om = scrape(s, PROMETHEUS_ACCEPT)
         fams = {(fam, typ, unit) for fam, typ, unit, _, _, _ in openmetrics_parse(om)}
         for want in [("m0_requests", "counter", ""),
                      ("m0_request_duration_seconds", "histogram", "seconds"),
@@ -188,18 +226,12 @@ def test_O1_formats_promtool_and_the_strict_parser():
                      ("m0_build", "info", ""), ("m0_streams", "gauge", ""),
                      ("m0_bus_channels_evicted", "counter", "")]:
             check(want in fams, f"family {want} in {sorted(fams)}")
-        for accept in ("application/openmetrics-text;version=1.0.0,text/plain;q=0.5", "*/*"):
-            eq(scrape(s, accept)[1]["content-type"], OM_TYPE, f"Accept: {accept}")
-        st, f, text = scrape(s, "text/plain; version=0.0.4")
-        eq(f["content-type"], TEXT_TYPE, "Accept: text/plain")
-        check("# EOF" not in text and "# UNIT" not in text, "no OpenMetrics lines in 0.0.4")
-        rc, out = promtool_check(text)
-        eq((rc, out), (0, ""), "promtool check metrics")
         rc, out = promtool_check(om)
         check(rc != 0, "promtool, which reads 0.0.4 only, does refuse OpenMetrics' counters")
         # The requests the plan made read the same in both formats.
         rx = re.compile(r'^(m0_requests_total\{[^}]*\}) (\d+)$', re.M)
         eq(dict(rx.findall(text)), dict(rx.findall(om)), "m0_requests_total in both formats")
+        check(len(rx.findall(text)) == 2 * 8 * 4, "every series of m0_requests_total")
 
 
 def test_O1_never_on_the_app_socket_and_off_by_default():
