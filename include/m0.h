@@ -69,6 +69,7 @@ enum {
 /**
  * One entry of an app's route table; the table ends with an entry whose `path` is NULL. The
  * table is compiled once at start: an entry it cannot take is a refusal (exit 78) naming it.
+ * Write entries with M0_ROUTE() and end the table with M0_ROUTE_END.
  */
 typedef struct m0_route {
         const char *method; /**< "GET", "POST", …; NULL matches every method (HEAD matches GET) */
@@ -95,6 +96,24 @@ typedef struct m0_route {
          */
         const char *content_type;
 } m0_route;
+
+/**
+ * One route table entry (AP1): the method, the path and the handler, then any other member by
+ * name: `M0_ROUTE("GET", "/todos/:id", get_todo)`, `M0_ROUTE("POST", "/todos", create,
+ * .flags = M0_ROUTE_BLOCKING, .max_body_bytes = 4096, .content_type = "application/json")`.
+ * Every member it leaves out is 0. A table of these builds warning-free under -Wall -Wextra,
+ * where positional entries that stop before the last member (`{"GET", "/", h, 0}`) warn
+ * (-Wmissing-field-initializers). Also a C++20 initializer.
+ */
+#define M0_ROUTE(method_, path_, ...)                                                              \
+        {                                                                                          \
+                .method = (method_), .path = (path_), .handler = __VA_ARGS__                       \
+        }
+/** The entry that ends a route table. */
+#define M0_ROUTE_END                                                                               \
+        {                                                                                          \
+                .path = NULL                                                                       \
+        }
 
 /**
  * CORS (SPEC Q5): which web origins may call the app from a browser. Read once at start; an
@@ -209,8 +228,24 @@ M0_EXPORT const char *m0_req_query_string(const m0_req *req);
  */
 M0_EXPORT const char *m0_req_query(m0_req *req, const char *name);
 /**
- * Parse query parameter `name` as an integer in [min, max]. Returns 0 and sets *ret, -ENOENT
- * when absent, -EINVAL when not a number, -ERANGE outside [min, max].
+ * The one value of the query parameter `name` (AP1), as m0_req_query() decodes it ("" for a
+ * parameter without '='), into *ret_value, which lives until the handler returns. Returns 0, or:
+ *   -ENOENT   no such parameter;
+ *   -EEXIST   given more than once;
+ *   -EBADMSG  a malformed %-escape, or one that decodes to a NUL (%00);
+ *   -EILSEQ   the value is not UTF-8 (jansson, and so a JSON answer, takes only UTF-8);
+ *   -ENOMEM.
+ * A handler that returns the -errno it got (`if ((r = m0_req_query_get(…)) < 0) return r;`) is
+ * answered 400 with a detail naming the parameter and what is wrong with it, through the app's
+ * `error` callback, as m0_req_json()'s refusals are. *ret_value is written on success alone.
+ */
+M0_EXPORT int m0_req_query_get(m0_req *req, const char *name, const char **ret_value);
+/**
+ * Query parameter `name` as a whole number in [min, max], written as the configuration's numbers
+ * are (AP1): decimal digits alone, no sign, no space, no '+' ("limit=+5" and "limit=%205" are
+ * not numbers). Returns 0 and sets *ret; or what m0_req_query_get() returns (-ENOENT, -EEXIST,
+ * -EBADMSG, -EILSEQ, -ENOMEM); or -EINVAL (not such a number), -ERANGE (above max), -EDOM
+ * (below min). A handler that returns it is answered 400 naming the parameter and the bound.
  */
 M0_EXPORT int m0_req_query_int(m0_req *req, const char *name, long min, long max, long *ret);
 /* --- Route captures (SPEC T1) --- */
@@ -262,6 +297,15 @@ M0_EXPORT int m0_res_json_string(m0_res *res, const char *s);
 M0_EXPORT int m0_res_json(m0_res *res, int status, const char *fmt, ...) M0_PRINTF(3, 4);
 /** Shorthand: status, `content-type: text/plain; charset=utf-8`, and the text. */
 M0_EXPORT int m0_res_text(m0_res *res, int status, const char *text);
+/**
+ * An RFC 9457 answer, `application/problem+json`, as the host writes its own (AP1):
+ * {"type":"about:blank","title":…,"status":…,"detail":…}. `title` NULL: the status's own phrase
+ * ("Not Found"), which is what "about:blank" asks for; `detail` NULL: no "detail" member. Bytes
+ * that are not UTF-8 are written as U+FFFD. The body the handler wrote before is replaced; its
+ * headers stay. Returns 0, -EINVAL for a status outside 400..599, -ENOBUFS (the header bounds),
+ * -ENOMEM.
+ */
+M0_EXPORT int m0_res_problem(m0_res *res, int status, const char *title, const char *detail);
 
 /* --- Cookies, forms and JSON (SPEC Q1–Q3; the thread running the handler) --- */
 
@@ -316,6 +360,22 @@ M0_EXPORT int m0_res_cookie(m0_res *res, const char *name, const char *value,
  * or decoding to a NUL. The string lives until the handler returns.
  */
 M0_EXPORT const char *m0_req_form(m0_req *req, const char *name);
+
+/**
+ * The one value of field `name` of an `application/x-www-form-urlencoded` body (a body without
+ * Content-Type is read as a form too), decoded as m0_req_form() decodes it, into *ret_value,
+ * which lives until the handler returns (AP1). Returns 0, or:
+ *   -EMEDIUMTYPE  the Content-Type is another;
+ *   -ENOENT       no such field;
+ *   -EEXIST       given more than once;
+ *   -EBADMSG      without '=', with a malformed %-escape, or decoding to a NUL (%00);
+ *   -EILSEQ       the value is not UTF-8;
+ *   -ENOMEM.
+ * A handler that returns the -errno it got is answered 415 (-EMEDIUMTYPE, naming the type) or
+ * 400 (naming the field and what is wrong with it), as m0_req_json()'s refusals are.
+ * *ret_value is written on success alone.
+ */
+M0_EXPORT int m0_req_form_get(m0_req *req, const char *name, const char **ret_value);
 
 /**
  * Parse the body as JSON (RFC 8259, any value at the top, a repeated object key refused) into
