@@ -421,13 +421,26 @@ M0_EXPORT int m0_res_stream(m0_res *res);
  * channel). Call it once per channel, after checking the request: which channels a client may
  * follow is the handler's to decide. When the stream begins, every kept event of its channels
  * after the request's `Last-Event-ID` is replayed in id order (all that is kept when that id is
- * past the newest), then live events, none twice. The name is copied; a channel named twice is
+ * past the newest), then live events, none twice. A channel that gave up an event after that
+ * id (past M0_REPLAY_PER_CHANNEL or M0_REPLAY_BYTES) is first named in an M0_EVENT_GAP event,
+ * before anything else of it (AP2). Ids are the bus's, one sequence for every channel. The name is copied; a channel named twice is
  * followed once. A refusal undoes the stream and every channel given before it, so that the
  * handler's own answer (a 400, a 403) is what the client gets. Only on a loop. Returns 0,
  * -EINVAL (not a channel's name), -ENOSPC (past M0_STREAM_MAX_CHANNELS channels), -EPERM (on a
  * pool thread: 409), -ENOMEM.
  */
 M0_EXPORT int m0_res_subscribe(m0_res *res, const char *channel);
+
+/**
+ * The event a stream gets, before any replayed one, for each of its channels that cannot be
+ * replayed whole after the client's `Last-Event-ID` (AP2): no `id:` line (the client's
+ * Last-Event-ID stays the last event it saw), `event: m0-gap`, and one `data:` line,
+ * `{"channel":"counter:gap","oldest":7}`: the channel, and the id of the oldest event it still
+ * keeps, which the replay then begins with. What came between is the app's to give from its own
+ * store, if it keeps one. Not sent when the id is past the newest one (everything kept is then
+ * replayed), nor on a bus shared through PostgreSQL.
+ */
+#define M0_EVENT_GAP "m0-gap"
 
 /** m0_publish() flags. */
 enum {

@@ -161,7 +161,8 @@ static struct m0_key key_of(const char *name)
  * up to that id is in `out` (when `replay`), every later one reaches the loop's queue.
  */
 static int follow_all(struct m0_conn *c, const m0_res *res, bool replay, uint64_t after,
-                      struct m0_fvec *out, struct m0_subscribed *ret)
+                      struct m0_fvec *out, const struct m0_gap_sink *gaps,
+                      struct m0_subscribed *ret)
 {
         struct m0_loop *l = c->loop;
         c->subs = calloc(res->nchans ? res->nchans : 1, sizeof(*c->subs));
@@ -188,7 +189,7 @@ static int follow_all(struct m0_conn *c, const m0_res *res, bool replay, uint64_
                         add[nadd++] = sub->f->key;
         }
         int r = m0__bus_subscribe(&l->host->bus, l->index, add, nadd, keys, c->nsubs, replay, after,
-                                  out, ret);
+                                  out, gaps, ret);
         free(keys);
         c->seq = ret->seq;
         c->cursor = ret->last;
@@ -219,6 +220,30 @@ static int first_bytes(struct m0_loop *l, struct m0_buf *w)
         return r;
 }
 
+/* Where the gap events of a stream's replay go: its first bytes, before any replayed event. */
+struct gap_out {
+        struct m0_buf *w;
+        int r;
+};
+
+/*
+ * AP2: a channel gave up events after the stream's Last-Event-ID, and keeps from `oldest` on:
+ * the stream says so before anything of it, in an event of its own with no id (the client's
+ * Last-Event-ID stays what it saw), so that the client can fetch what it missed. Runs under the
+ * bus lock, once per such channel.
+ */
+static void gap_event(void *ud, const char *name, size_t len, uint64_t oldest)
+{
+        struct gap_out *g = ud;
+        if (g->r < 0)
+                return;
+        json_t *j = json_pack("{s:s%,s:I}", "channel", name, len, "oldest", (json_int_t)oldest);
+        char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        g->r = text ? m0__buf_printf(g->w, "event: " M0_EVENT_GAP "\ndata: %s\n\n", text) : -ENOMEM;
+        free(text);
+        json_decref(j);
+}
+
 void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res)
 {
         struct m0_loop *l = c->loop;
@@ -247,7 +272,11 @@ void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res)
         bool replay = last_event_id(req, &after);
         struct m0_fvec got = {0};
         struct m0_subscribed sub = {0};
-        r = follow_all(c, res, replay, after, &got, &sub);
+        struct gap_out gaps = {.w = w};
+        r = follow_all(c, res, replay, after, &got,
+                       &(struct m0_gap_sink){.fn = gap_event, .ud = &gaps}, &sub);
+        if (r == 0)
+                r = gaps.r;
         if (r == 0 && sub.table)
                 r = m0__sse_ask_table(c, after);
         if (r < 0) {
