@@ -3,8 +3,8 @@
  * (Q2), and the end of what its helpers made. */
 #include <errno.h>
 #include <stdarg.h>
-#include <stdio.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -347,7 +347,7 @@ int m0_req_query_int(m0_req *req, const char *name, long min, long max, long *re
                 return m0__req_refuse(req, -EINVAL, 400,
                                       "the query parameter '%.64s' must be a whole number from "
                                       "%ld to %ld",
-                                      name, min, max);
+                                      name, min < 0 ? 0 : min, max); /* none has a sign */
         if (r == -ERANGE || max < 0 || x > (uint64_t)max)
                 return m0__req_refuse(req, -ERANGE, 400,
                                       "the query parameter '%.64s' must be at most %ld", name, max);

@@ -226,6 +226,11 @@ START_TEST(query_get)
         ck_assert_str_eq(m0_req_query(req, "u"), "\xc3(");
         ck_assert_int_eq(m0_req_query_int(req, "a", 2, 9, &(long){0}), -EDOM);
         ck_assert_str_eq(req->refusal.detail, "the query parameter 'a' must be at least 2");
+        ck_assert_int_eq(m0_req_query_int(req, "sp", -5, 9, &(long){0}), -EINVAL);
+        ck_assert_str_eq(req->refusal.detail,
+                         "the query parameter 'sp' must be a whole number from 0 to 9");
+        ck_assert_int_eq(m0_req_query_int(req, "a", 0, 0, &(long){0}), -ERANGE);
+        ck_assert_str_eq(req->refusal.detail, "the query parameter 'a' must be at most 0");
         parsed_free(&p);
 }
 END_TEST
