@@ -375,6 +375,28 @@ static int check(char *finding, size_t flen, char *fix, size_t xlen)
         return 0;
 }
 
+/*
+ * With M0_HOSTCHECK_BACKFILL=1, a stream that missed events of a channel gets, before the kept
+ * ones, one `event: backfill` saying what the host asked and on which thread (AP2); the channel
+ * `fail` fails the backfill (-EIO), and the channel `slow` takes 300 ms to backfill.
+ */
+static int backfill(m0_backfill *bf, const char *channel, uint64_t last_id, uint64_t oldest,
+                    void *state)
+{
+        struct state *st = state;
+        if (!strcmp(channel, "fail"))
+                return -EIO;
+        if (!strcmp(channel, "slow"))
+                sleep_ms(300);
+        if (m0_backfill_event(bf, "a\nb", "x") != -EINVAL)
+                return -EPROTO; /* an event name of two lines is refused */
+        char data[160];
+        snprintf(data, sizeof(data),
+                 "{\"channel\":\"%s\",\"last_id\":%llu,\"oldest\":%llu,\"thread\":%d}", channel,
+                 (unsigned long long)last_id, (unsigned long long)oldest, st->thread);
+        return m0_backfill_event(bf, "backfill", data);
+}
+
 static const m0_route routes[] = {
         {"GET", "/health", health, 0},
         {"GET", "/pid", pid, 0},
@@ -418,6 +440,9 @@ int main(int argc, char **argv)
         for (size_t i = 0; e && i < sizeof(errors_names) / sizeof(errors_names[0]); i++)
                 if (strcmp(e, errors_names[i]) == 0)
                         errors = i;
+        const char *bf = getenv("M0_HOSTCHECK_BACKFILL");
+        if (bf && !strcmp(bf, "1"))
+                a.backfill = backfill;
         if (errors == ERRORS_JSON)
                 a.flags |= M0_APP_ERRORS_JSON;
         else if (errors != ERRORS_TEXT)

@@ -35,6 +35,9 @@ extern "C" {
 typedef struct m0_req m0_req;
 /** The response to one request. Owned by the host; valid until the handler returns. */
 typedef struct m0_res m0_res;
+/** Where m0_app.backfill writes: one beginning stream's replay of one channel (AP2). Owned by
+ *  the host; valid during the callback. */
+typedef struct m0_backfill m0_backfill;
 
 /** What kind of thread a handler state was made for. */
 typedef enum m0_thread_kind {
@@ -196,6 +199,18 @@ typedef struct m0_app {
          * application/problem+json under M0_APP_ERRORS_JSON).
          */
         int (*error)(m0_req *req, m0_res *res, int status, const char *detail, void *state);
+        /**
+         * Backfill a replay that has a hole (AP2): called for each channel of a beginning stream
+         * that gave up events after the client's Last-Event-ID `last_id`, after the stream's
+         * M0_EVENT_GAP event of it and before its kept events (the oldest of which is `oldest`)
+         * and the live ones, which wait for it (within --max-output-bytes) and come none twice.
+         * It writes what the app's own store holds of `channel` after `last_id` with
+         * m0_backfill_event(). Runs on a pool thread of the stream's loop with that thread's
+         * state, or on the loop with the loop's when it has no pool. Returns 0, or -errno: the
+         * stream is then closed (logged), for its client to reconnect. NULL: no backfill.
+         */
+        int (*backfill)(m0_backfill *bf, const char *channel, uint64_t last_id, uint64_t oldest,
+                        void *state);
 } m0_app;
 
 /** App flags (m0_app.flags). */
@@ -437,10 +452,20 @@ M0_EXPORT int m0_res_subscribe(m0_res *res, const char *channel);
  * Last-Event-ID stays the last event it saw), `event: m0-gap`, and one `data:` line,
  * `{"channel":"counter:gap","oldest":7}`: the channel, and the id of the oldest event it still
  * keeps, which the replay then begins with. What came between is the app's to give from its own
- * store, if it keeps one. Not sent when the id is past the newest one (everything kept is then
+ * store, if it keeps one: m0_app.backfill writes it after this event. Not sent when the id is past the newest one (everything kept is then
  * replayed), nor on a bus shared through PostgreSQL.
  */
 #define M0_EVENT_GAP "m0-gap"
+
+/**
+ * Write one event of the app's own history into the stream m0_app.backfill is filling, before
+ * the events the bus kept: `event` (NULL: no `event:` line; no CR or LF) and `data` (NULL:
+ * empty) split into `data:` lines as m0_publish() writes them, with no `id:` line (ids are the
+ * bus's; the client's Last-Event-ID stays the last event it saw). Only inside the callback, on
+ * its thread. Returns 0, -EINVAL (a CR or LF in `event`), -ENOBUFS (the stream's backfill past
+ * --max-output-bytes: the event is not written), -ENOMEM.
+ */
+M0_EXPORT int m0_backfill_event(m0_backfill *bf, const char *event, const char *data);
 
 /** m0_publish() flags. */
 enum {

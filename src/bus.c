@@ -616,6 +616,15 @@ struct m0_frame *m0__frame_event(uint64_t id, const char *channel, const char *e
         return f;
 }
 
+struct m0_frame *m0__frame_unnumbered(const char *channel, const char *event, const char *data,
+                                      size_t data_len)
+{
+        size_t cl;
+        if (validate(channel, event, data, data_len, 0, &cl) < 0)
+                return NULL;
+        return frame_build(channel, cl, event, data ? data : "", data_len, true);
+}
+
 /* ---- a replay being gathered ---- */
 
 int m0__fvec_push(struct m0_fvec *v, struct m0_frame *f)

@@ -225,6 +225,10 @@ void m0__bus_shared_start(struct m0_bus *b, uint64_t from);
  * fields a stream cannot be sent (m0__bus_deliver's refusals). Any thread. */
 struct m0_frame *m0__frame_event(uint64_t id, const char *channel, const char *event,
                                  const char *data, size_t data_len);
+/* The frame of an event without an id (a backfill's, AP2): its text starts at f->start. NULL
+ * on ENOMEM or fields a stream cannot be sent. Any thread. */
+struct m0_frame *m0__frame_unnumbered(const char *channel, const char *event, const char *data,
+                                      size_t data_len);
 void m0__frame_unref(struct m0_frame *f);
 /* A frame of `text[0, len)` (an event's text, id line included) on `channel`: what the fd store
  * restores. NULL on ENOMEM. */

@@ -462,3 +462,46 @@ def test_AP2_gap_event_before_the_kept_events():
            [counter_value(i, "gap", i) for i in (8, 9, 10)] + [counter_value(12, "gap", 11)],
            "an id past the newest")
         eq(s.stop(), 0, "exit status")
+
+
+def test_AP2_the_app_backfills_a_replay_with_a_hole():
+    """An app's backfill (host_check's, M0_HOSTCHECK_BACKFILL=1) runs for a channel that lost
+    events after the stream's Last-Event-ID, on the loop's pool when it has one, on the loop
+    otherwise; what it writes comes after the gap event and before the kept events, the live
+    ones after them, none twice; a channel that lost nothing is not backfilled; a backfill that
+    fails closes the stream, logged (AP2)."""
+    env = {**QUIET, "M0_HOSTCHECK_BACKFILL": 1, "M0_REPLAY_PER_CHANNEL": 4}
+    for args, thread in (([], -1), (["--blocking-threads", "1"], 0)):
+        with Server("host_check", env=env, args=args, state_dir=True) as s:
+            s.wait_ready()
+            eq(publish(s, "a", n=10), (1, 10), "ten events on a")
+            eq(publish(s, "b"), (11, 11), "one on b")
+            rd = follow(s, "a,b", 1)
+            want = [b'event: m0-gap\ndata: {"channel":"a","oldest":7}\n\n',
+                    b'event: backfill\ndata: {"channel":"a","last_id":1,"oldest":7,"thread":%d}'
+                    b'\n\n' % thread] + [event(i, i - 1) for i in range(7, 11)] + [event(11, 0)]
+            eq([b.raw for b in events_of(rd)], want, f"the stream, backfilled ({args})")
+            publish(s, "a")
+            eq([b.raw for b in events_of(rd)], [event(12, 0)], f"then live ({args})")
+            # nothing lost after the id: no backfill
+            eq([b.raw for b in events_of(follow(s, "a", 8))],
+               [event(i, i - 1) for i in (9, 10)] + [event(12, 0)], f"after id 8 ({args})")
+            # what is published while the backfill runs waits for it, and comes once
+            eq(publish(s, "slow", n=5), (13, 17), "five events on slow")
+            rd = follow(s, "slow", 0)
+            eq(publish(s, "slow"), (18, 18), "one more on slow, while it backfills")
+            eq([b.raw for b in events_of(rd, 1.0)],
+               [b'event: m0-gap\ndata: {"channel":"slow","oldest":14}\n\n',
+                b'event: backfill\ndata: {"channel":"slow","last_id":0,"oldest":14,"thread":%d}'
+                b'\n\n' % thread] + [event(i, i - 13) for i in range(14, 18)] + [event(18, 0)],
+               f"a slow backfill, then what came meanwhile ({args})")
+            eq(publish(s, "fail", n=5), (19, 23), "five events on fail")
+            rd = follow(s, "fail", 0)
+            blocks, rest = rd.read_to_eof(10)
+            eq(([b.raw for b in blocks if b.is_event], rest),
+               ([b'event: m0-gap\ndata: {"channel":"fail","oldest":20}\n\n'], b""),
+               f"a failed backfill: the gap, then the end ({args})")
+            s.wait_log(r"loop 0: a stream's backfill by the app after id 0 failed \(Input/output "
+                       r"error: channel fail\): the stream is closed, for its client to "
+                       r"reconnect$")
+            eq(s.stop(), 0, "exit status")
