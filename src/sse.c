@@ -358,7 +358,8 @@ void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res)
         struct m0_fvec got = {0};
         struct m0_subscribed sub = {0};
         struct m0_buf backfill = {0};
-        struct gap_out gaps = {.w = w, .gaps = l->host->app->backfill ? &backfill : NULL};
+        struct gap_out gaps = {.w = w,
+                               .gaps = l->host->app && l->host->app->backfill ? &backfill : NULL};
         r = follow_all(c, res, replay, after, &got,
                        &(struct m0_gap_sink){.fn = gap_event, .ud = &gaps}, &sub);
         if (r == 0)
