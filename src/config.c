@@ -169,6 +169,22 @@ unsigned m0__cpus_available(void)
 }
 
 /* 1/0, on/off, yes/no, true/false: 1 or 0, else -EINVAL. */
+int m0__parse_uint(const char *v, uint64_t *ret)
+{
+        /* strtoull() alone takes a sign and leading space, and "-1" as 2^64 - 1 */
+        if (*v < '0' || *v > '9')
+                return -EINVAL;
+        errno = 0;
+        char *end;
+        unsigned long long x = strtoull(v, &end, 10);
+        if (*end)
+                return -EINVAL;
+        if (errno == ERANGE)
+                return -ERANGE;
+        *ret = x;
+        return 0;
+}
+
 static int parse_bool(const char *v)
 {
         if (!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "yes") || !strcmp(v, "true"))
@@ -254,14 +270,11 @@ static int knob_set(struct m0_config *cfg, const struct m0_knob *k, const char *
                 __attribute__((fallthrough)); /* a count */
         case K_U32:
         case K_U64: {
-                if (*v < '0' || *v > '9')
-                        return -EINVAL;
-                errno = 0;
-                char *end;
-                unsigned long long x = strtoull(v, &end, 10);
-                if (*end)
-                        return -EINVAL;
-                if (errno == ERANGE || x < k->min || x > k->max)
+                uint64_t x;
+                int r = m0__parse_uint(v, &x);
+                if (r < 0)
+                        return r;
+                if (x < k->min || x > k->max)
                         return -ERANGE;
                 if (k->type == K_U64)
                         *(uint64_t *)p = x;

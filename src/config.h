@@ -96,6 +96,9 @@ struct m0_knob;
 enum m0_config_result m0__config_parse(struct m0_config *cfg, const char *app_name, int argc,
                                        char **argv, char **envp, FILE *out, char *err,
                                        size_t err_len);
+/* A knob's number, and m0_req_query_int()'s (AP1): decimal digits alone, no sign, no space,
+ * up to 2^64 - 1. 0 and *ret; -EINVAL (not such a number), -ERANGE (past 2^64 - 1). */
+int m0__parse_uint(const char *v, uint64_t *ret);
 /* The usage text, printed with usage errors and --help. */
 void m0__config_usage(FILE *out, const char *app_name);
 /* Source of the knob whose flag is `flag` ("threads") in the last parse. */
