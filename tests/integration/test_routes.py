@@ -663,7 +663,7 @@ def test_H7_http10_keep_alive_exact_bytes():
         s.wait_ready()
         c = s.connect()
         want = (b"HTTP/1.1 200 OK\r\nServer: m0\r\nDate: X\r\nContent-Length: 3\r\n"
-                b"Connection: keep-alive\r\nx-worker: 0\r\nx-thread: -1\r\n"
+                b"Connection: keep-alive\r\nKeep-Alive: timeout=60\r\nx-worker: 0\r\nx-thread: -1\r\n"
                 b"Content-Type: text/plain; charset=utf-8\r\n\r\nok\n")
         for i in range(3):
             c.send(b"GET /health HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
