@@ -242,12 +242,14 @@ static int q_cookie(m0_req *req, m0_res *res, void *state)
         return r < 0 ? r : value_json(res, name ? m0_req_cookie(req, name) : NULL);
 }
 
-/* GET /q/item/:id: the capture (T1); a bad one is the host's 400 (Q4). POST /q/typed (JSON
- * bodies alone) and /q/small (8 bytes at most) are /health's, or the host's 415 and 413. */
+/* GET /q/item/:id, and GET /q/file/ with a rest capture: the capture (T1); a bad one is the
+ * host's 400 (Q4). POST /q/typed (JSON bodies alone) and /q/small (8 bytes at most) are
+ * /health's, or the host's 415 and 413. */
 static int q_item(m0_req *req, m0_res *res, void *state)
 {
         int r = where(req, res, state);
-        return r < 0 ? r : value_json(res, m0_req_param(req, "id"));
+        const char *id = m0_req_param(req, "id");
+        return r < 0 ? r : value_json(res, id ? id : m0_req_param(req, "rest"));
 }
 
 /* GET /q/publish: one event whose data is a json_t (Q3), on channel q (/follow?channels=q). */
@@ -417,6 +419,7 @@ static const m0_route routes[] = {
         {"GET", "/q/cookie", q_cookie, 0},
         {"GET", "/q/publish", q_publish, 0},
         {"GET", "/q/item/:id", q_item, 0},
+        {"GET", "/q/file/*rest", q_item, 0},
         {"POST", "/q/typed", health, 0, 0, "application/json"},
         {"POST", "/q/small", health, 0, 8, NULL},
         M0_ROUTE("POST", "/q/form-only", q_form,

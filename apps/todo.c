@@ -56,9 +56,10 @@ struct todo {
 
 /* Read by check() on the coordinator before any handler exists; read-only after. */
 static char db_path[4096];
-static long busy_ms, heartbeat_ms, max_todos;
+static long busy_ms, heartbeat_ms, max_todos, credentials;
 
-/* M0_TODO_ORIGINS, split by main() before the host starts; check() refuses too many. */
+/* M0_TODO_ORIGINS and M0_TODO_CREDENTIALS, read by main() before the host starts; check()
+ * refuses too many origins, and credentials without one. */
 static char origins_text[4096];
 static const char *origins[MAX_ORIGINS + 1];
 static int origins_over;
@@ -447,8 +448,15 @@ static int check(char *finding, size_t flen, char *fix, size_t xlen)
             (e = knob("M0_TODO_HEARTBEAT_MS", 15000, 100, 3600000, &heartbeat_ms, finding, flen,
                       fix, xlen)) ||
             (e = knob("M0_TODO_MAX_TODOS", 10000, 1, 10000000, &max_todos, finding, flen, fix,
-                      xlen)))
+                      xlen)) ||
+            (e = knob("M0_TODO_CREDENTIALS", 0, 0, 1, &credentials, finding, flen, fix, xlen)))
                 return e;
+        if (credentials && !origins[0]) {
+                snprintf(finding, flen, "M0_TODO_CREDENTIALS=1 without M0_TODO_ORIGINS");
+                return refuse(fix, xlen,
+                              "list the origins that may send cookies in M0_TODO_ORIGINS, or "
+                              "unset M0_TODO_CREDENTIALS");
+        }
         if (origins_over) {
                 snprintf(finding, flen,
                          "M0_TODO_ORIGINS names more than %d origins, or more "
@@ -462,11 +470,13 @@ static int check(char *finding, size_t flen, char *fix, size_t xlen)
         return e;
 }
 
-/* M0_TODO_ORIGINS: origins a browser may call from, separated by commas or spaces. */
+/* M0_TODO_ORIGINS: origins a browser may call from, separated by commas or spaces;
+ * M0_TODO_CREDENTIALS=1: with cookies (Access-Control-Allow-Credentials, Q5). */
 static const m0_cors *cors_read(void)
 {
         const char *v = getenv("M0_TODO_ORIGINS");
         size_t n = 0;
+        cors.credentials = app_env_long("M0_TODO_CREDENTIALS", 0, 0) == 1;
         if (!v || !*v)
                 return NULL;
         if (strlen(v) >= sizeof(origins_text))

@@ -178,7 +178,7 @@ static const char *route_detail(const struct m0_decision *d, char *buf, size_t l
         }
         if (r && d->status == 400)
                 return "a capture of the path is not valid: a malformed escape, %00, %2F in one "
-                       "segment, or a \".\" or \"..\" segment";
+                       "segment, a \".\" or \"..\" segment, or a \"/\" at its start";
         return NULL;
 }
 

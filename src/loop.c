@@ -41,6 +41,7 @@ void m0__loop_prepare(struct m0_loop *l, struct m0_host *h, int index)
         for (int i = 0; i < M0_TASK_N; i++)
                 l->src_task[i].kind = (int8_t)i;
         m0__thread_init(&l->thread, M0_THREAD_LOOP, index, -1, m0__loop_main, l);
+        m0__res_keep_alive(l, h->cfg.idle_timeout_ms);
         m0__journal_prepare(&l->journal, h->app && h->app->name ? h->app->name : "m0", index,
                             h->cfg.access_log_queue);
 }

@@ -117,6 +117,8 @@ struct m0_loop {
         time_t date_sec;
         char date[40]; /* "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n" */
         size_t date_len;
+        char keep_alive[40]; /* "Keep-Alive: timeout=60\r\n": what a kept answer says (D111) */
+        size_t keep_alive_len;
         uint64_t next_tick_ms;
 
         /* The turn (D41, D85): the run queue, then one epoll batch, within a budget of time and

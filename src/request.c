@@ -71,6 +71,8 @@ ssize_t m0__pct_decode(const char *s, size_t n, char *out, unsigned flags)
                                 return -EINVAL;
                         }
                 }
+                if (o == 0 && ch == '/' && (flags & M0__PCT_RELATIVE))
+                        return -EINVAL; /* "/etc/passwd", "%2Froot": a root of its own */
                 if (strict && ch == '/') {
                         if (dots && seg && seg <= 2)
                                 return -EINVAL;
@@ -375,9 +377,10 @@ int m0__req_bind(m0_req *req, const char *path, const struct m0_match *m)
         if (req && m0__buf_reserve(&req->params, need) < 0)
                 return -ENOMEM;
         for (unsigned k = 0; k < m->nparams; k++) {
-                /* %2F is refused in one segment's capture, taken in the rest's (T1) */
+                /* %2F is refused in one segment's capture, taken in the rest's (T1); no
+                 * capture begins with '/', literal or encoded (D110) */
                 bool rest = r->rest && k + 1 == m->nparams;
-                unsigned flags = M0__PCT_STRICT | (rest ? 0 : M0__PCT_NO_SLASH);
+                unsigned flags = M0__PCT_STRICT | M0__PCT_RELATIVE | (rest ? 0 : M0__PCT_NO_SLASH);
                 char *out = req ? req->params.data + req->params.len : NULL;
                 ssize_t d = m0__pct_decode(path + m->off[k], m->len[k], out, flags);
                 if (d < 0)

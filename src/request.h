@@ -61,6 +61,7 @@ enum {
         M0__PCT_PLUS = 1u << 0,     /* '+' is a space (a query, a form) */
         M0__PCT_STRICT = 1u << 1,   /* refuse a malformed escape, %00 and a "." or ".." segment */
         M0__PCT_NO_SLASH = 1u << 2, /* refuse %2F: one segment's capture */
+        M0__PCT_RELATIVE = 1u << 3, /* refuse a decoding that begins with '/': a capture (D110) */
 };
 
 /*
