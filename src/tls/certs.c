@@ -176,7 +176,7 @@ static void key_text(EVP_PKEY *k, char *out, size_t len)
                                                      sizeof(group), &gl);
                 int nid = OBJ_txt2nid(group);
                 const char *nist = nid != NID_undef ? EC_curve_nid2nist(nid) : NULL;
-                snprintf(out, len, "ECDSA %s", nist ? nist : group);
+                snprintf(out, len, "ECDSA %.20s", nist ? nist : group);
                 break;
         }
         case EVP_PKEY_RSA: snprintf(out, len, "RSA"); break;
