@@ -471,6 +471,39 @@ int m0__metrics_render_pgbus(struct m0_pgbus *pg, enum m0_metrics_format f, stru
         return o.err;
 }
 
+static void tls_expiry(void *ud, const struct m0_tls_cert *c)
+{
+        struct out *o = ud;
+        struct m0_buf lb = {0};
+        int r = m0__buf_append(&lb, "file=\"", 6);
+        if (r == 0)
+                r = m0__metrics_label_value(&lb, c->file);
+        if (r == 0)
+                r = m0__buf_append(&lb, "\",server_name=\"", 15);
+        if (r == 0)
+                r = m0__metrics_label_value(&lb, c->name);
+        if (r == 0)
+                r = m0__buf_append(&lb, "\"", 2); /* the quote and the NUL */
+        if (r < 0 && !o->err)
+                o->err = r;
+        if (r == 0)
+                sample(o, "m0_tls_certificate_expiry_timestamp_seconds", "", lb.data,
+                       c->not_after > 0 ? (uint64_t)c->not_after : 0);
+        m0__buf_free(&lb);
+}
+
+/* TL3: when each certificate expires, for an alert ahead of M0_TLS_WARN_DAYS. */
+static void tls(struct out *o, struct m0_host *h)
+{
+        if (!h->tls)
+                return;
+        family(o, "m0_tls_certificate_expiry_timestamp_seconds", GAUGE, "seconds",
+               "When each TLS certificate expires (notAfter), in seconds since the epoch; "
+               "server_name is "
+               "the server name it is chosen for, empty for the default.");
+        m0__tls_each_cert(h->tls, tls_expiry, o);
+}
+
 int m0__metrics_render(struct m0_host *h, enum m0_metrics_format f, struct m0_buf *out)
 {
         struct out o = {.b = out, .om = f == M0_METRICS_OPENMETRICS};
@@ -484,6 +517,7 @@ int m0__metrics_render(struct m0_host *h, enum m0_metrics_format f, struct m0_bu
         bus(&o, h);
         pool(&o, h);
         access_log(&o, h);
+        tls(&o, h);
         self(&o, h);
         if (!o.err && h->pgbus)
                 o.err = m0__metrics_render_pgbus(h->pgbus, f, out);
