@@ -75,6 +75,10 @@ struct m0_config {
         uint32_t stream_max_channels; /* N1 */
         uint32_t sse_retry_ms;        /* H9 */
         uint32_t bus_ready_ms;        /* G3: the start's wait for a shared bus's database */
+        uint32_t compress_min_bytes;  /* SF4: the smallest body compressed (D182) */
+        uint32_t compress_zstd_level;
+        uint32_t compress_brotli_level;
+        uint32_t compress_gzip_level;
         bool doctor;
         unsigned char sources[M0__KNOBS_MAX]; /* enum m0_source per knob, in table order */
 };

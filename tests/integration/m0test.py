@@ -862,6 +862,10 @@ KNOBS = [
     ("stream-max-channels", "M0_STREAM_MAX_CHANNELS", "16"),
     ("sse-retry-ms", "M0_SSE_RETRY_MS", "2000"),
     ("bus-ready-ms", "M0_BUS_READY_MS", "5000"),
+    ("compress-min-bytes", "M0_COMPRESS_MIN_BYTES", "1024"),
+    ("compress-zstd-level", "M0_COMPRESS_ZSTD_LEVEL", "3"),
+    ("compress-brotli-level", "M0_COMPRESS_BROTLI_LEVEL", "5"),
+    ("compress-gzip-level", "M0_COMPRESS_GZIP_LEVEL", "6"),
 ]
 
 
