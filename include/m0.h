@@ -321,6 +321,12 @@ M0_EXPORT int m0_res_text(m0_res *res, int status, const char *text);
  * -ENOMEM.
  */
 M0_EXPORT int m0_res_problem(m0_res *res, int status, const char *title, const char *detail);
+/** Send this answer's body as it is, never compressed (SPEC SF4; D183): for an answer that
+ *  carries a secret (a CSRF token, a session's data) beside anything the request supplied, so
+ *  that its compressed length cannot tell an attacker the secret (BREACH). Any thread running
+ *  the handler; holds until the answer is sent; m0 compresses no answer yet, so it changes
+ *  nothing today. */
+M0_EXPORT void m0_res_no_compress(m0_res *res);
 
 /* --- Cookies, forms and JSON (SPEC Q1–Q3; the thread running the handler) --- */
 

@@ -63,6 +63,7 @@ void m0__res_reset(struct m0_res *res)
         res->head.len = 0;
         res->nheaders = 0;
         res->body.len = 0;
+        res->no_compress = false;
 }
 
 /* A status line plus the host's own headers, cached per status for the common ones. */
@@ -264,4 +265,9 @@ int m0_res_text(m0_res *res, int status, const char *text)
         if (r < 0)
                 return r;
         return m0__buf_append(&res->body, text, strlen(text));
+}
+
+void m0_res_no_compress(m0_res *res)
+{
+        res->no_compress = true;
 }

@@ -21,6 +21,7 @@ struct m0_res {
         struct m0_buf head; /* "name: value\r\n" lines the app added */
         unsigned nheaders;
         struct m0_buf body;
+        bool no_compress; /* m0_res_no_compress(): the body goes as it is (SF4, D183) */
 };
 
 /* What an answer says of its connection (H1, H7). */

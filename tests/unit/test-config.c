@@ -41,6 +41,10 @@ static const struct {
         {"metrics-max-connections", "M0_METRICS_MAX_CONNECTIONS", "8"},
         {"metrics-timeout-ms", "M0_METRICS_TIMEOUT_MS", "5000"},
         {"access-log-queue", "M0_ACCESS_LOG_QUEUE", "4096"},
+        {"compress-min-bytes", "M0_COMPRESS_MIN_BYTES", "1024"},
+        {"compress-zstd-level", "M0_COMPRESS_ZSTD_LEVEL", "3"},
+        {"compress-brotli-level", "M0_COMPRESS_BROTLI_LEVEL", "5"},
+        {"compress-gzip-level", "M0_COMPRESS_GZIP_LEVEL", "6"},
 };
 #define NKNOBS (sizeof(knobs) / sizeof(knobs[0]))
 

@@ -400,12 +400,24 @@ START_TEST(json_and_text_helpers)
 }
 END_TEST
 
+/* SF4, D183: the app's mark holds for its answer only */
+START_TEST(no_compress_mark)
+{
+        ck_assert(!res.no_compress);
+        m0_res_no_compress(&res);
+        ck_assert(res.no_compress);
+        m0__res_reset(&res);
+        ck_assert(!res.no_compress);
+}
+END_TEST
+
 static Suite *response_suite(void)
 {
         Suite *s = suite_create("response");
         TCase *tc = tcase_create("response");
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, ok_with_header_and_body);
+        tcase_add_test(tc, no_compress_mark);
         tcase_add_test(tc, head_only_keeps_length);
         tcase_add_test(tc, close_adds_connection_close);
         tcase_add_test(tc, empty_body_and_other_statuses);
