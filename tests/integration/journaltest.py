@@ -3,7 +3,8 @@
 run in a private mount namespace of its own (unshare(1)) where a tmpfs covers /run, so that its
 sockets are /run/systemd/journal/socket in there and nowhere else, its journal files land in a
 temporary directory of the test's (Storage=volatile, bound over /run/log/journal), and /dev/kmsg
-is /dev/null (it neither reads the kernel's log nor writes to it). An app started with
+is /dev/null (it neither reads the kernel's log nor writes to it) where there is one: a container
+has none, and journald then does without. An app started with
 `preexec_fn=j.enter` joins that namespace, so the code under test talks to journald exactly as
 under systemd: the same path, the same datagrams. Needs root (CAP_SYS_ADMIN for the namespace).
 Standard library only.
@@ -36,19 +37,21 @@ ForwardToSyslog=no
 ForwardToKMsg=no
 ForwardToConsole=no
 ForwardToWall=no
+ReadKMsg=no
 RateLimitIntervalSec=0
 """
 
 # The namespace: a tmpfs over /run, the test's directory as the journal's, the test's
-# journald.conf, /dev/null for /dev/kmsg; then a process that only holds it, so that journald
-# can be stopped and started again in it (a restart) while the app stays.
+# journald.conf, /dev/null for /dev/kmsg where the machine has one (a container has none, and
+# journald goes without); then a process that only holds it, so that journald can be stopped and
+# started again in it (a restart) while the app stays.
 _SCRIPT = r"""
 set -e
 mount -t tmpfs -o mode=0755 m0test-run /run
 mkdir -p /run/systemd/journal /run/log/journal
 mount --bind "$1/store" /run/log/journal
 mount --bind "$1/journald.conf" /etc/systemd/journald.conf
-mount --bind /dev/null /dev/kmsg
+if [ -e /dev/kmsg ]; then mount --bind /dev/null /dev/kmsg; fi
 touch /run/m0test-ready
 exec sleep infinity
 """
@@ -73,8 +76,8 @@ class Journald(m0test.Reaped):
         self._reap_later()
         try:
             self.holder = subprocess.Popen(
-                ["unshare", "--mount", "--propagation", "private", "sh", "-c", _SCRIPT, "sh",
-                 self.dir],
+                [m0test.tool("unshare", "util-linux"), "--mount", "--propagation", "private",
+                 "sh", "-c", _SCRIPT, "sh", self.dir],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=self._logfile(),
@@ -135,7 +138,8 @@ class Journald(m0test.Reaped):
         files = glob.glob(os.path.join(self.dir, "store", "*"))
         if not files:
             return []
-        args = ["journalctl", "-q", "--no-pager", "-o", "json", "-D", files[0]]
+        args = [m0test.tool("journalctl", "systemd"), "-q", "--no-pager", "-o", "json", "-D",
+                files[0]]
         args += [f"{k}={v}" for k, v in match.items()]
         p = subprocess.run(args, capture_output=True, timeout=30)
         return [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
