@@ -30,6 +30,13 @@ from m0test import HarnessError
 
 JOURNALD = "/lib/systemd/systemd-journald"
 CLONE_NEWNS = 0x00020000
+CLONE_NEWNET = 0x40000000
+# journald's datagram queue (net.unix.max_dgram_qlen, taken from the network namespace a socket is
+# made in): the kernel's default, which the tests' counts are written for. A machine that systemd
+# booted has 512 (sysctl.d/50-default.conf), so journald runs in a network namespace of its own
+# (it uses no network, and its sockets are paths) whose queue is this on every machine.
+QLEN = 10
+QLEN_PATH = "/proc/sys/net/unix/max_dgram_qlen"
 
 CONF = """[Journal]
 Storage=volatile
@@ -43,7 +50,8 @@ RateLimitIntervalSec=0
 
 # The namespace: a tmpfs over /run, the test's directory as the journal's, the test's
 # journald.conf, /dev/null for /dev/kmsg where the machine has one (a container has none, and
-# journald goes without); then a process that only holds it, so that journald can be stopped and
+# journald goes without), /proc/sys/net writable where it is not (a container's /proc/sys is
+# read-only; only journald's own network namespace is written, see QLEN); then a process that only holds it, so that journald can be stopped and
 # started again in it (a restart) while the app stays.
 _SCRIPT = r"""
 set -e
@@ -52,6 +60,10 @@ mkdir -p /run/systemd/journal /run/log/journal
 mount --bind "$1/store" /run/log/journal
 mount --bind "$1/journald.conf" /etc/systemd/journald.conf
 if [ -e /dev/kmsg ]; then mount --bind /dev/null /dev/kmsg; fi
+if [ ! -w /proc/sys/net/unix/max_dgram_qlen ]; then
+  mount --bind /proc/sys/net /proc/sys/net
+  mount -o remount,bind,rw /proc/sys/net
+fi
 touch /run/m0test-ready
 exec sleep infinity
 """
@@ -107,7 +119,7 @@ class Journald(m0test.Reaped):
         sock = f"/proc/{self.holder.pid}/root/run/systemd/journal/socket"
         if os.path.exists(sock):
             os.unlink(sock)  # the last one's: wait for the new one's
-        self.proc = subprocess.Popen([JOURNALD], preexec_fn=self.enter,
+        self.proc = subprocess.Popen([JOURNALD], preexec_fn=self._enter_own_net,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=self._logfile())
         self._wait_for(self.proc, "run/systemd/journal/socket")
@@ -120,6 +132,19 @@ class Journald(m0test.Reaped):
         """preexec_fn: the child joins the namespace before it runs the app."""
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.setns(self.ns_fd, CLONE_NEWNS) != 0:
+            os._exit(126)
+
+    def _enter_own_net(self):
+        """journald's preexec_fn: the namespace, then a network namespace of its own whose
+        datagram queue is QLEN."""
+        self.enter()
+        try:
+            if ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET)")
+            with open(QLEN_PATH, "w") as f:
+                f.write(str(QLEN))
+        except OSError as e:
+            os.write(2, f"journaltest: {e}\n".encode())
             os._exit(126)
 
     def restart(self):
