@@ -4,9 +4,10 @@ run in a private mount namespace of its own (unshare(1)) where a tmpfs covers /r
 sockets are /run/systemd/journal/socket in there and nowhere else, its journal files land in a
 temporary directory of the test's (Storage=volatile, bound over /run/log/journal), and /dev/kmsg
 is /dev/null (it neither reads the kernel's log nor writes to it) where there is one: a container
-has none, and journald then does without. An app started with
-`preexec_fn=j.enter` joins that namespace, so the code under test talks to journald exactly as
-under systemd: the same path, the same datagrams. Needs root (CAP_SYS_ADMIN for the namespace).
+has none, and journald then does without. journald itself has a network namespace of its own,
+whose datagram queue is the kernel's default (QLEN). An app started with `preexec_fn=j.enter`
+joins the mount namespace, so the code under test talks to journald exactly as under systemd:
+the same path, the same datagrams. Needs root (CAP_SYS_ADMIN for the namespace).
 Standard library only.
 
     with Journald() as j:
@@ -51,8 +52,9 @@ RateLimitIntervalSec=0
 # The namespace: a tmpfs over /run, the test's directory as the journal's, the test's
 # journald.conf, /dev/null for /dev/kmsg where the machine has one (a container has none, and
 # journald goes without), /proc/sys/net writable where it is not (a container's /proc/sys is
-# read-only; only journald's own network namespace is written, see QLEN); then a process that only holds it, so that journald can be stopped and
-# started again in it (a restart) while the app stays.
+# read-only; only journald's own network namespace is written, see QLEN); then a process that
+# only holds it, so that journald can be stopped and started again in it (a restart) while the
+# app stays.
 _SCRIPT = r"""
 set -e
 mount -t tmpfs -o mode=0755 m0test-run /run
