@@ -3,9 +3,11 @@
 run in a private mount namespace of its own (unshare(1)) where a tmpfs covers /run, so that its
 sockets are /run/systemd/journal/socket in there and nowhere else, its journal files land in a
 temporary directory of the test's (Storage=volatile, bound over /run/log/journal), and /dev/kmsg
-is /dev/null (it neither reads the kernel's log nor writes to it). An app started with
-`preexec_fn=j.enter` joins that namespace, so the code under test talks to journald exactly as
-under systemd: the same path, the same datagrams. Needs root (CAP_SYS_ADMIN for the namespace).
+is /dev/null (it neither reads the kernel's log nor writes to it) where there is one: a container
+has none, and journald then does without. journald itself has a network namespace of its own,
+whose datagram queue is the kernel's default (QLEN). An app started with `preexec_fn=j.enter`
+joins the mount namespace, so the code under test talks to journald exactly as under systemd:
+the same path, the same datagrams. Needs root (CAP_SYS_ADMIN for the namespace).
 Standard library only.
 
     with Journald() as j:
@@ -29,6 +31,13 @@ from m0test import HarnessError
 
 JOURNALD = "/lib/systemd/systemd-journald"
 CLONE_NEWNS = 0x00020000
+CLONE_NEWNET = 0x40000000
+# journald's datagram queue (net.unix.max_dgram_qlen, taken from the network namespace a socket is
+# made in): the kernel's default, which the tests' counts are written for. A machine that systemd
+# booted has 512 (sysctl.d/50-default.conf), so journald runs in a network namespace of its own
+# (it uses no network, and its sockets are paths) whose queue is this on every machine.
+QLEN = 10
+QLEN_PATH = "/proc/sys/net/unix/max_dgram_qlen"
 
 CONF = """[Journal]
 Storage=volatile
@@ -36,19 +45,27 @@ ForwardToSyslog=no
 ForwardToKMsg=no
 ForwardToConsole=no
 ForwardToWall=no
+ReadKMsg=no
 RateLimitIntervalSec=0
 """
 
 # The namespace: a tmpfs over /run, the test's directory as the journal's, the test's
-# journald.conf, /dev/null for /dev/kmsg; then a process that only holds it, so that journald
-# can be stopped and started again in it (a restart) while the app stays.
+# journald.conf, /dev/null for /dev/kmsg where the machine has one (a container has none, and
+# journald goes without), /proc/sys/net writable where it is not (a container's /proc/sys is
+# read-only; only journald's own network namespace is written, see QLEN); then a process that
+# only holds it, so that journald can be stopped and started again in it (a restart) while the
+# app stays.
 _SCRIPT = r"""
 set -e
 mount -t tmpfs -o mode=0755 m0test-run /run
 mkdir -p /run/systemd/journal /run/log/journal
 mount --bind "$1/store" /run/log/journal
 mount --bind "$1/journald.conf" /etc/systemd/journald.conf
-mount --bind /dev/null /dev/kmsg
+if [ -e /dev/kmsg ]; then mount --bind /dev/null /dev/kmsg; fi
+if [ ! -w /proc/sys/net/unix/max_dgram_qlen ]; then
+  mount --bind /proc/sys/net /proc/sys/net
+  mount -o remount,bind,rw /proc/sys/net
+fi
 touch /run/m0test-ready
 exec sleep infinity
 """
@@ -73,8 +90,8 @@ class Journald(m0test.Reaped):
         self._reap_later()
         try:
             self.holder = subprocess.Popen(
-                ["unshare", "--mount", "--propagation", "private", "sh", "-c", _SCRIPT, "sh",
-                 self.dir],
+                [m0test.tool("unshare", "util-linux"), "--mount", "--propagation", "private",
+                 "sh", "-c", _SCRIPT, "sh", self.dir],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=self._logfile(),
@@ -104,7 +121,7 @@ class Journald(m0test.Reaped):
         sock = f"/proc/{self.holder.pid}/root/run/systemd/journal/socket"
         if os.path.exists(sock):
             os.unlink(sock)  # the last one's: wait for the new one's
-        self.proc = subprocess.Popen([JOURNALD], preexec_fn=self.enter,
+        self.proc = subprocess.Popen([JOURNALD], preexec_fn=self._enter_own_net,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=self._logfile())
         self._wait_for(self.proc, "run/systemd/journal/socket")
@@ -117,6 +134,19 @@ class Journald(m0test.Reaped):
         """preexec_fn: the child joins the namespace before it runs the app."""
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.setns(self.ns_fd, CLONE_NEWNS) != 0:
+            os._exit(126)
+
+    def _enter_own_net(self):
+        """journald's preexec_fn: the namespace, then a network namespace of its own whose
+        datagram queue is QLEN."""
+        self.enter()
+        try:
+            if ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET)")
+            with open(QLEN_PATH, "w") as f:
+                f.write(str(QLEN))
+        except OSError as e:
+            os.write(2, f"journaltest: {e}\n".encode())
             os._exit(126)
 
     def restart(self):
@@ -135,7 +165,8 @@ class Journald(m0test.Reaped):
         files = glob.glob(os.path.join(self.dir, "store", "*"))
         if not files:
             return []
-        args = ["journalctl", "-q", "--no-pager", "-o", "json", "-D", files[0]]
+        args = [m0test.tool("journalctl", "systemd"), "-q", "--no-pager", "-o", "json", "-D",
+                files[0]]
         args += [f"{k}={v}" for k, v in match.items()]
         p = subprocess.run(args, capture_output=True, timeout=30)
         return [json.loads(line) for line in p.stdout.splitlines() if line.strip()]

@@ -3,8 +3,10 @@
 3.., LISTEN_PID set to the app's own PID, a NOTIFY_SOCKET this harness reads) and talks HTTP/1.1
 to it over raw sockets. Standard library only (Python 3.11, Debian 12)."""
 
+import contextlib
 import os
 import re
+import resource
 import select
 import shutil
 import signal
@@ -810,6 +812,36 @@ def eq(actual, expected, what=""):
 def check(cond, msg):
     if not cond:
         raise AssertionError(msg)
+
+
+def tool(name, package):
+    """The path of the program `name`, which Debian's `package` gives (contrib/deps installs it);
+    HarnessError naming the package when it is not on PATH: a test that needs it fails, never
+    passes without it."""
+    path = shutil.which(name)
+    if path is None:
+        raise HarnessError(f"no {name} on PATH: install Debian's {package} (contrib/deps does)")
+    return path
+
+
+@contextlib.contextmanager
+def nofile(need, what):
+    """This process's soft RLIMIT_NOFILE raised to its hard limit for the block (the servers it
+    starts inherit it), then put back: a login or a container starts at 1024 where a test opens
+    thousands of sockets. HarnessError, saying what `what` needs, when the hard limit is below
+    `need` descriptors."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    raised = 1 << 16 if hard == resource.RLIM_INFINITY else hard
+    if hard != resource.RLIM_INFINITY and hard < need:
+        raise HarnessError(f"{what} needs {need} file descriptors, and this process may have "
+                           f"at most {hard} (hard RLIMIT_NOFILE): raise it to {need} "
+                           f"(ulimit -Hn {need} as root, LimitNOFILE= under systemd)")
+    if soft != resource.RLIM_INFINITY and soft < raised:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 IMF_FIXDATE = re.compile(

@@ -31,7 +31,7 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 
 def promtool_check(text):
     """`promtool check metrics` of the exposition `text`: (exit status, its output)."""
-    p = subprocess.run(["promtool", "check", "metrics"], input=text.encode(),
+    p = subprocess.run([m0test.tool("promtool", "prometheus"), "check", "metrics"], input=text.encode(),
                        capture_output=True, timeout=30)
     return p.returncode, (p.stdout + p.stderr).decode(errors="replace")
 
@@ -83,7 +83,7 @@ class Prometheus(m0test.Reaped):
 
     def _start(self):
         self.proc = subprocess.Popen(
-            ["prometheus", f"--config.file={self.config}",
+            [m0test.tool("prometheus", "prometheus"), f"--config.file={self.config}",
              f"--storage.tsdb.path={os.path.join(self.dir, 'data')}",
              "--web.listen-address=127.0.0.1:0", "--log.level=info"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -7,6 +7,7 @@ and the exit status is 0 only when none failed. Binaries come from $M0_BUILD/app
 build/ at the top of the repository)."""
 
 import importlib.util
+import inspect
 import os
 import signal
 import sys
@@ -40,8 +41,9 @@ def discover(filters):
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         names = [n for n in vars(mod) if n.startswith("test_") and callable(getattr(mod, n))]
-        # Source order: a reader finds the output in the order of the file.
-        names.sort(key=lambda n: getattr(getattr(mod, n), "__code__", None).co_firstlineno)
+        # Source order: a reader finds the output in the order of the file (a decorated test's
+        # line is its function's, not the decorator's).
+        names.sort(key=lambda n: inspect.unwrap(getattr(mod, n)).__code__.co_firstlineno)
         for n in names:
             full = f"{modname}.{n}"
             if filters and not any(f in full for f in filters):

@@ -18,7 +18,7 @@ import socket
 import tempfile
 import time
 
-from m0test import OPEN_BLOCKS, SSEReader, Server, check, eq, open_stream
+from m0test import OPEN_BLOCKS, SSEReader, Server, check, eq, nofile, open_stream
 
 HEAVY = os.environ.get("M0_HEAVY") == "1"
 # No beats (the producer's first step fails and it stops), no heartbeats, POST /publish on.
@@ -237,6 +237,7 @@ def _read_all(socks, want_len, timeout=60):
     return got
 
 
+@nofile(10100, "10,000 streams and their client")
 def test_N5_10000_streams_over_1000_channels_each_gets_exactly_its_own():
     """10,000 streams on two loops, stream i following channels c(i % 1000) and c((7i + 3) %
     1000): after one event on each of the 1,000 channels, every stream has exactly its two, in

@@ -459,12 +459,10 @@ def test_X1_request_queued_on_a_busy_loop_answered():
 def _fault_shim(tmp):
     """tests/shim/fault.c built into `tmp` (an LD_PRELOAD shim that fails an epoll_create1()
     and records a close() below fd 3)."""
-    import shutil
     import subprocess
 
     so = os.path.join(tmp, "fault.so")
-    cc = shutil.which("cc") or shutil.which("gcc")
-    check(cc, "no C compiler for the fault shim")
+    cc = m0test.tool("cc", "build-essential")
     src = os.path.join(m0test.REPO, "tests", "shim", "fault.c")
     subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", so, src, "-ldl"], check=True)
     return so

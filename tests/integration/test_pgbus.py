@@ -11,7 +11,7 @@ import socket
 import threading
 import time
 
-from m0test import check, eq, run_app
+from m0test import check, eq, run_app, tool
 from pgtest import Driver, Postgres
 
 HEAVY = os.environ.get("M0_HEAVY") == "1"
@@ -744,7 +744,8 @@ def test_G3_eperm_names_ipaddressdeny():
         src, so = os.path.join(tmp, "eperm.c"), os.path.join(tmp, "eperm.so")
         with open(src, "w") as f:
             f.write(EPERM_SHIM)
-        subprocess.run(["cc", "-shared", "-fPIC", "-o", so, src, "-ldl"], check=True)
+        subprocess.run([tool("cc", "build-essential"), "-shared", "-fPIC", "-o", so, src, "-ldl"],
+                       check=True)
         asan = os.environ.get("ASAN_OPTIONS", "")
         env = {"LD_PRELOAD": so,
                "ASAN_OPTIONS": (asan + ":" if asan else "") + "verify_asan_link_order=0"}

@@ -13,11 +13,10 @@ or None for "absent", the exact body or None) and the connection's fate:
 
 import json
 import re
-import shutil
 import socket
 import subprocess
 
-from m0test import HarnessError, Server, check, eq, run_app
+from m0test import HarnessError, Server, check, eq, run_app, tool
 
 FOLLOW = b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n"
 TEXT = "text/plain; charset=utf-8"
@@ -696,8 +695,7 @@ def test_H7_http10_keep_alive_cap_and_pool():
 
 def ab_keep_alive(app_args, n):
     """`ab -k -c 16 -n N` against host_check's /health: its counts by name."""
-    ab = shutil.which("ab")
-    check(ab is not None, "no ab (contrib/deps installs apache2-utils)")
+    ab = tool("ab", "apache2-utils")
     with Server("host_check", args=app_args) as s:
         s.wait_ready()
         out = subprocess.run([ab, "-q", "-k", "-c", "16", "-n", str(n), "-s", "20",

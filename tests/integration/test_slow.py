@@ -12,21 +12,12 @@ import socket
 import threading
 import time
 
-from m0test import HarnessError, Server, build_request, check, eq
+from m0test import HarnessError, Server, build_request, check, eq, nofile
 
 HEALTH = b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n"
 
 
 # ---- helpers ----
-
-
-def raise_nofile():
-    """Soft RLIMIT_NOFILE up to the hard limit (this process and the servers it starts)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = 1 << 16 if hard == resource.RLIM_INFINITY else hard
-    if soft != resource.RLIM_INFINITY and soft < want:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 def rss_kib(pid):
@@ -177,12 +168,12 @@ def test_H2_body_timeout_answers_408_and_closes():
 # ---- slowloris (H2, H5) ----
 
 
+@nofile(1100, "1000 slowloris connections beside a normal client")
 def test_H2_slowloris_1000_trickling_connections():
     """1000 connections each send one byte of a head every 2 s; a normal client on the same
     loop is answered within 500 ms throughout; at the header bound all 1000 get 408 and EOF."""
     n = 1000
     header_ms = 6000
-    raise_nofile()
     trickle = b"GET /health HTTP/1.1\r\nHost: test\r\nX-Slow: yes\r\n"
     socks = []
     sel = selectors.DefaultSelector()

@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 
-from m0test import Server, SSEReader, check, eq, kill_during, open_stream, run_app
+from m0test import Server, SSEReader, check, eq, kill_during, open_stream, run_app, tool
 
 JSON = "application/json"
 PROBLEM = "application/problem+json"
@@ -309,8 +309,7 @@ def test_A7_head_on_the_stream_then_the_next_request():
         eq((r.status, r.header("Content-Type"), r.body), (200, "text/event-stream", b""),
            "HEAD /events")
         expect_todo(call(c, "GET", "/todos"), 200, b"[]", "the next request")
-        curl = shutil.which("curl")
-        check(curl is not None, "no curl (contrib/deps installs it)")
+        curl = tool("curl", "curl")
         base = f"http://127.0.0.1:{s.port}"
         out = subprocess.run([curl, "-sS", "-I", "-m", "10", "-w", "%{http_code} %{num_connects}\\n",
                               f"{base}/events", f"{base}/todos"],
@@ -608,8 +607,7 @@ test_A7_acknowledged_todos_survive_kill_9.timeout = 240
 
 def test_A7_ab_keep_alive():
     """ab -k -c 16 -n 20000 on GET /todos/1: every request answered, none failed."""
-    ab = shutil.which("ab")
-    check(ab is not None, "no ab (contrib/deps installs apache2-utils)")
+    ab = tool("ab", "apache2-utils")
     with Dir() as d, start(d, ["--max-keepalive-requests", "0"]) as s:
         eq(call(s.connect(), "POST", "/todos", {"title": "a"}).status, 201, "POST")
         out = subprocess.run([ab, "-q", "-k", "-c", "16", "-n", "20000", "-s", "20",

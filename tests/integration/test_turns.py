@@ -283,12 +283,10 @@ ITEMS = 32  # --turn-items' default: what a turn takes of its sources
 def _turn_shim(tmp):
     """tests/shim/turns.c built into `tmp`: an LD_PRELOAD shim that counts, per thread name,
     the most system calls of each kind one turn (one epoll_wait() to the next) made."""
-    import shutil
     import subprocess
 
     so = os.path.join(tmp, "turns.so")
-    cc = shutil.which("cc") or shutil.which("gcc")
-    check(cc, "no C compiler for the turn shim")
+    cc = m0test.tool("cc", "build-essential")
     src = os.path.join(m0test.REPO, "tests", "shim", "turns.c")
     subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", so, src, "-ldl", "-lpthread"], check=True)
     return so
