@@ -2,8 +2,9 @@
 """doc/tutorial.md cannot drift from the code (SPEC A7): each of its programs is built with the
 page's own `cc … $(pkg-config …)` line against this build installed in a temporary root, with
 no warning; each is started with the page's own command line (as systemd would, on a passed
-socket) and every `$ curl` of its transcripts prints exactly what the page shows; and every
-excerpt of apps/todo.c on the page is in apps/todo.c as written.
+socket) and every `$ curl` of its transcripts prints exactly what the page shows (step 5's
+logins and sessions too, AP1); and every excerpt of apps/todo.c on the page is in apps/todo.c
+as written.
 
 The page's fences: ```c NAME (a program, written to NAME; several blocks of one NAME are
 joined), ```c apps/todo.c (an excerpt), ```sh (`$ cc` lines build, `$ [VAR=value …] ./NAME
@@ -113,9 +114,15 @@ def test_A7_tutorial_programs_build_and_answer():
                 eq(s.stop(), 0, f"{name}: the exit after SIGTERM")
             finally:
                 s.cleanup()
-        eq(sorted(runs), ["hello", "todo", "todo-mem"], "programs started")
-        eq((len(built), transcripts), (3, 3), "builds and transcripts")
+        eq(sorted(runs), ["hello", "sessions", "todo", "todo-mem"], "programs started")
+        eq((len(built), transcripts), (4, 4), "builds and transcripts")
         check(os.path.exists(os.path.join(work, "todo.db")), "the todo step's database")
+        check(os.path.exists(os.path.join(work, "sessions.db")), "the sessions step's database")
+
+
+# four builds, a `make install` and step 5's six Argon2 hashes (64 MiB each): over a second each
+# on a loaded machine
+test_A7_tutorial_programs_build_and_answer.timeout = 240
 
 
 def test_AP3_hello_builds_against_the_build_tree():
