@@ -9,8 +9,10 @@ Each test runs in a process of its own (forked from this one once the modules ar
 what a test changes in its process (a resource limit, a signal handler, the servers it leaves)
 ends with it. Up to N tests run at once (-j N, else $M0_TEST_JOBS, else twice the CPUs, at most
 6: a test mostly waits on its servers). A test marked `serial = True` (heavy CPU measurements,
-timing bounds, thousands of descriptors) runs alone, after the others. Each test has a bound
-(M0_TEST_TIMEOUT seconds, default 60, or the function's `timeout` attribute): past it the test
+timing bounds, thousands of descriptors) runs alone, after the others, and also apart from the
+tests of any other run on the machine that shares its lock ($M0_TEST_LOCK, default /tmp/m0-test-turn:
+contrib/test-all's variants, and its builds). Each test has a bound (M0_TEST_TIMEOUT seconds,
+default 60, or the function's `timeout` attribute), counted once it has its turn: past it the test
 fails with TestTimeout, and 30 s later its process group is killed. A test's output and its
 PASS/FAIL line are printed together when it ends. The last line is "integration: N passed,
 N failed" and the exit status is 0 only when none failed. Binaries come from $M0_BUILD/apps/
@@ -19,6 +21,7 @@ N failed" and the exit status is 0 only when none failed. Binaries come from $M0
 Every test that needs PostgreSQL copies one cluster made once per run (pgtest, $M0_PG_TEMPLATE);
 free_port() gives each concurrent test ports of its own ($M0_TEST_SLOT)."""
 
+import fcntl
 import importlib.util
 import os
 import shutil
@@ -34,6 +37,10 @@ sys.path.insert(0, HERE)
 import m0test  # noqa: E402
 
 TIMEOUT = int(os.environ.get("M0_TEST_TIMEOUT", "60"))
+# The lock that keeps a serial test alone: every run on the machine that names the same path (the
+# default, or contrib/test-all's variants and its builds) shares it.
+LOCK = os.environ.get("M0_TEST_LOCK", "/tmp/m0-test-turn")
+TURN_WAIT = 900  # seconds a test waits for its turn before it runs regardless
 KILL_GRACE = 30  # seconds past a test's bound before its process group is killed
 
 
@@ -105,11 +112,38 @@ def run_one(full, fn):
     return 1
 
 
+def take_turn(serial):
+    """Wait for this test's turn, across every run sharing LOCK: a test holds LOCK.lock shared,
+    a serial one holds it alone. LOCK.gate makes the serial one's wait end: once it has the gate,
+    no other test starts until it has run. The files stay open (and the locks held) until the
+    test's process ends. Where the files cannot be opened, tests run without them."""
+    try:
+        gate = open(LOCK + ".gate", "a")
+        main = open(LOCK + ".lock", "a")
+    except OSError:
+        return None
+    deadline = time.monotonic() + TURN_WAIT
+    for f, how in ((gate, fcntl.LOCK_EX), (main, fcntl.LOCK_EX if serial else fcntl.LOCK_SH)):
+        while True:
+            try:
+                fcntl.flock(f, how | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:  # a holder that never lets go: run anyway
+                    print(f"# no turn in {TURN_WAIT}s ({LOCK}): running anyway", flush=True)
+                    return gate, main
+                time.sleep(0.05)
+    if not serial:
+        fcntl.flock(gate, fcntl.LOCK_UN)
+    return gate, main
+
+
 class Running:
     def __init__(self, full, fn, slot, outdir):
         self.full, self.fn, self.slot = full, fn, slot
         self.out = os.path.join(outdir, f"{slot}.out")
         self.t0 = time.monotonic()
+        self.t_turn = None  # when the test had its turn (take_turn) and began
         self.killed = False
         sys.stdout.flush()
         sys.stderr.flush()
@@ -127,6 +161,8 @@ class Running:
                 os.close(null)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 os.environ["M0_TEST_SLOT"] = str(slot)
+                held = take_turn(getattr(fn, "serial", False))  # noqa: F841 — held to the end
+                open(self.out + ".turn", "w").close()
                 rc = run_one(full, fn)
             except BaseException:  # noqa: BLE001
                 traceback.print_exc()
@@ -155,6 +191,8 @@ class Running:
             os.unlink(self.out)
         except OSError:
             text = ""
+        if os.path.exists(self.out + ".turn"):
+            os.unlink(self.out + ".turn")
         if text:
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
         ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
@@ -190,7 +228,10 @@ def run_all(tests, jobs):
                 if pid == 0:
                     now = time.monotonic()
                     for r in running.values():
-                        if not r.killed and now - r.t0 > bound(r.fn) + KILL_GRACE:
+                        if r.t_turn is None and os.path.exists(r.out + ".turn"):
+                            r.t_turn = now
+                        if (not r.killed and r.t_turn is not None
+                                and now - r.t_turn > bound(r.fn) + KILL_GRACE):
                             r.kill()
                     time.sleep(0.05)
                     continue
