@@ -10,8 +10,8 @@ what a test changes in its process (a resource limit, a signal handler, the serv
 ends with it. Up to N tests run at once (-j N, else $M0_TEST_JOBS, else twice the CPUs, at most
 6: a test mostly waits on its servers). A test marked `serial = True` (heavy CPU measurements,
 timing bounds, thousands of descriptors) runs alone, after the others, and also apart from the
-tests of any other run on the machine that shares its lock ($M0_TEST_LOCK, default /tmp/m0-test-turn:
-contrib/test-all's variants, and its builds). Each test has a bound (M0_TEST_TIMEOUT seconds,
+tests of any other run on the machine that shares its lock ($M0_TEST_LOCK, default
+/tmp/m0-test-turn: contrib/test-all's variants, and its builds). Each test has a bound (M0_TEST_TIMEOUT seconds,
 default 60, or the function's `timeout` attribute), counted once it has its turn: past it the test
 fails with TestTimeout, and 30 s later its process group is killed. A test's output and its
 PASS/FAIL line are printed together when it ends. The last line is "integration: N passed,
