@@ -63,13 +63,36 @@ def clean_env(extra=None):
     return env
 
 
+_port_next = None
+
+
 def free_port():
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A TCP port on 127.0.0.1 that nothing listens on right now. Under run.py each test running
+    at once has a slot ($M0_TEST_SLOT) and takes its ports from a range of 1000 of its own, below
+    the kernel's ephemeral range, so two tests never get the same port (SPEC LY6)."""
+    global _port_next
+    slot = os.environ.get("M0_TEST_SLOT")
+    if slot is None:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        return port
+    base = 20000 + int(slot) % 12 * 1000
+    if _port_next is None:
+        _port_next = base + os.getpid() % 1000
+    for _ in range(1000):
+        port = _port_next
+        _port_next = base + (port + 1 - base) % 1000
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            s.close()
+    raise HarnessError(f"no free port in {base}..{base + 999}")
 
 
 def run_app(app, args=(), env=None, timeout=20, preexec_fn=None):

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""pgtest: a real PostgreSQL for a test (SPEC G7) — Debian's server binaries, `initdb` into a
-temporary directory owned by the unprivileged `postgres` user (the server refuses root),
+"""pgtest: a real PostgreSQL for a test (SPEC G7) — Debian's server binaries, a copy of the one
+cluster a run makes (`initdb` once, template_data()) in a temporary directory owned by the
+unprivileged `postgres` user (the server refuses root),
 listening on no TCP address, only on a Unix socket in that directory — and the bus's test
 driver (tests/pg/pgbus-drive) run against it. Standard library only (Python 3.11, Debian 12).
 
@@ -14,6 +15,8 @@ driver (tests/pg/pgbus-drive) run against it. Standard library only (Python 3.11
         pg.stop(); ...; pg.start()     # an outage
 Every server and driver left running is stopped by m0test.reap_all() after each test."""
 
+import atexit
+import fcntl
 import os
 import pwd
 import re
@@ -56,6 +59,42 @@ def _as_postgres():
     return []
 
 
+_own_template = None
+
+
+def template_data(bindir):
+    """The data directory of the one cluster a run makes (`initdb` once; SPEC LY6): each
+    Postgres copies it (cp -a, as its owner) rather than running initdb again. It lives in
+    $M0_PG_TEMPLATE (run.py makes that directory, and removes it at the end), made by the first
+    test that needs it under a lock, so tests running at once wait for one initdb; without
+    $M0_PG_TEMPLATE, in a directory of this process's, removed when it exits."""
+    global _own_template
+    top = os.environ.get("M0_PG_TEMPLATE")
+    if not top:
+        if _own_template is None:
+            _own_template = tempfile.mkdtemp(prefix="m0pgt-",
+                                             dir="/tmp" if os.geteuid() == 0 else None)
+            atexit.register(shutil.rmtree, _own_template, True)
+        top = _own_template
+    data = os.path.join(top, "data")
+    with open(os.path.join(top, "lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.exists(os.path.join(data, "PG_VERSION")):
+            return data
+        if os.geteuid() == 0:
+            pw = pwd.getpwnam(PG_USER)
+            os.chown(top, pw.pw_uid, pw.pw_gid)
+        os.chmod(top, 0o755)
+        shutil.rmtree(data, ignore_errors=True)  # a half-made one, from a test killed in initdb
+        p = subprocess.run(
+            _as_postgres() + [os.path.join(bindir, "initdb"), "-D", data, "-U", PG_USER, "-A",
+                              "trust", "-E", "UTF8", "--locale=C", "--no-sync"],
+            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        if p.returncode != 0:
+            raise HarnessError(f"initdb exited {p.returncode}: {p.stderr.strip()}")
+        return data
+
+
 class Postgres(m0test.Reaped):
     """A PostgreSQL server of its own for one test, on a Unix socket in its directory.
 
@@ -78,9 +117,7 @@ class Postgres(m0test.Reaped):
                 pw = pwd.getpwnam(PG_USER)
                 os.chown(self.dir, pw.pw_uid, pw.pw_gid)
             os.chmod(self.dir, 0o755)
-            self._run(
-                [os.path.join(self.bindir, "initdb"), "-D", self.data, "-U", PG_USER,
-                 "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"], timeout=120)
+            self._run(["cp", "-a", template_data(self.bindir), self.data], timeout=120)
             conf = [
                 "listen_addresses = ''",
                 f"unix_socket_directories = '{self.dir}'",

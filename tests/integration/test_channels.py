@@ -180,6 +180,10 @@ def test_N4_a_million_channels_stay_within_the_byte_bound():
         check(chans > 10000, f"only {chans} channels kept in 16 MiB")
 
 
+# run.py runs it alone: a million channels: CPU and memory.
+test_N4_a_million_channels_stay_within_the_byte_bound.serial = True
+
+
 def _many_streams(addr, paths, timeout=60):
     """Open one stream per path; returns [socket], each with its head and first bytes read."""
     socks = []
@@ -265,6 +269,10 @@ def test_N5_10000_streams_over_1000_channels_each_gets_exactly_its_own():
 
 
 # ---- N3: ids never go backwards ----
+
+
+# run.py runs it alone: 20,000 descriptors.
+test_N5_10000_streams_over_1000_channels_each_gets_exactly_its_own.serial = True
 
 
 def _kept_events(s, channel, last_event_id):

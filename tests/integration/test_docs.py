@@ -120,3 +120,109 @@ def test_docs_every_export_has_an_entry_with_the_header_errors():
             check(n in exports, f"m0(3) documents {n}(), which m0.h does not export")
             want |= exports[n][1]
         eq(sorted(errs), sorted(want), f"errors m0(3) names for {', '.join(names)} vs m0.h")
+
+
+# ---- requirement ids (SPEC LY5) ----
+
+REQUIREMENTS = os.path.join(REPO, "doc", "REQUIREMENTS.md")
+# A requirement id as the tree cites it: one or two capitals and a number from 1 ("H3", "LY5"),
+# alone or inside a test's name ("test_G3_outage"): not after a letter, a digit, '%' or '-' (so
+# not "%A9", "grep -A30") and not before a letter or a digit (so not "H2O", "M0_"...). D is left
+# out: "D57" numbers an entry of doc/DECISIONS.md (the doctor's D1 is listed all the same).
+ID_LETTERS = "ABCGHJKLMNOPQRSTWXY"  # the areas of doc/REQUIREMENTS.md, less D
+CITED_ID = re.compile(rf"(?<![A-Za-z0-9%-])((?:LY|TL|HT|WS|SF|AP|[{ID_LETTERS}])[1-9][0-9]?)"
+                      r"(?![A-Za-z0-9])")
+CITING_TREES = ("src", "include", "tests", "doc")
+NOT_CITING = ("tests/fuzz/corpus",)  # inputs of the fuzz harnesses: bytes, not prose
+
+
+def _cited_ids():
+    """{id: first "path:line" that cites it} over the text files of CITING_TREES."""
+    out = {}
+    for tree in CITING_TREES:
+        for top, dirs, files in os.walk(os.path.join(REPO, tree)):
+            dirs.sort()
+            for fn in sorted(files):
+                path = os.path.join(top, fn)
+                rel = os.path.relpath(path, REPO)
+                if rel.startswith(NOT_CITING):
+                    continue
+                try:
+                    with open(path, encoding="utf-8") as f:
+                        lines = f.readlines()
+                except (UnicodeDecodeError, OSError):
+                    continue  # not text: an object file, an image
+                for n, line in enumerate(lines, 1):
+                    for m in CITED_ID.finditer(line):
+                        out.setdefault(m.group(1), f"{rel}:{n}")
+    return out
+
+
+def _requirement_rows():
+    """[(id, proof)] of the page's tables: `| id | behaviour | `proof` |`."""
+    rows = []
+    for line in open(REQUIREMENTS, encoding="utf-8"):
+        m = re.match(r"^\| ([A-Z]{1,2}[0-9]+) \| (.+) \| `([^`]+)` \|$", line.rstrip("\n"))
+        if m:
+            rows.append((m.group(1), m.group(3)))
+        elif re.match(r"^\| [A-Z]{1,2}[0-9]+ \|", line):
+            raise AssertionError(f"a row of {REQUIREMENTS} without one `proof`: {line.strip()}")
+    return rows
+
+
+def _proof_exists(proof):
+    """A `path::function` (a Python test), `path:name` (a Check START_TEST) or a path."""
+    path, sep, name = proof.partition("::")
+    if not sep:
+        path, sep, name = proof.partition(":")
+    full = os.path.join(REPO, path)
+    if not os.path.isfile(full):
+        return False
+    if not sep:
+        return True
+    text = open(full, encoding="utf-8").read()
+    pattern = (rf"^def {re.escape(name)}\(" if proof.count("::") else
+               rf"^START_TEST\({re.escape(name)}\)")
+    return re.search(pattern, text, re.M) is not None
+
+
+def test_LY5_docs_every_cited_id_resolves():
+    """Every requirement id cited in src/, include/, tests/ and doc/ has its line in
+    doc/REQUIREMENTS.md, once, and the test each line names exists (SPEC LY5)."""
+    rows = _requirement_rows()
+    ids = [i for i, _ in rows]
+    eq(sorted(i for i in set(ids) if ids.count(i) > 1), [], "ids listed twice")
+    check(len(ids) >= 80, f"{len(ids)} ids listed")
+    cited = _cited_ids()
+    missing = sorted(f"{i} ({where})" for i, where in cited.items() if i not in ids)
+    eq(missing, [], "ids cited but not in doc/REQUIREMENTS.md")
+    eq([f"{i}: {p}" for i, p in rows if not _proof_exists(p)], [],
+       "tests named in doc/REQUIREMENTS.md that do not exist")
+
+
+def test_LY5_cited_id_pattern():
+    """What the id pattern takes for a citation, and what it leaves."""
+    # Ids of no area ("H" 10, "P" 99) are built here, so that this file cites none.
+    unknown = "H%d, P%d" % (10, 99)
+    found = [m.group(1) for m in CITED_ID.finditer(
+        "(H3) SPEC N5, LY6; test_G3_outage test_X1_L4_stop. D57 D1 M0_PORT H2O %C3%A9 "
+        "grep -A30 X509 U32 V1 h2 " + unknown)]
+    eq(found, ["H3", "N5", "LY6", "G3", "X1", "L4"] + unknown.split(", "), "ids found")
+
+
+def test_LY5_architecture_names_files_that_exist():
+    """Every C file doc/ARCHITECTURE.md names exists: a path as written (from the top or from
+    src/), or a bare name found anywhere under src/, include/ or apps/ (so the page may name
+    `loop.c`, `src/loop.c` or `src/loop/loop.c`, wherever the tree keeps it)."""
+    text = open(os.path.join(REPO, "doc", "ARCHITECTURE.md"), encoding="utf-8").read()
+    names = sorted(set(re.findall(r"(?<![\w./-])((?:[\w-]+/)*[\w-]+\.[ch])\b", text)))
+    check(len(names) >= 10, f"ARCHITECTURE.md names {len(names)} C files")
+    basenames = set()
+    for tree in ("src", "include", "apps"):
+        for _, _, files in os.walk(os.path.join(REPO, tree)):
+            basenames.update(files)
+    gone = [n for n in names
+            if not (os.path.isfile(os.path.join(REPO, n))
+                    or os.path.isfile(os.path.join(REPO, "src", n))
+                    or ("/" not in n and n in basenames))]
+    eq(gone, [], "files doc/ARCHITECTURE.md names that are not in the tree")

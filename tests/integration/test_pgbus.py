@@ -300,6 +300,8 @@ def test_G3_outage():
             lost = [line for line in d.log if "lost the database" in line]
             eq(len(lost), 1, f"{d.name}: one line when it went: {d.log}")
             check(lost[0].startswith("m0[pgbus-drive]: bus: lost the database ("), lost[0])
+            # The log is another pipe than the events: its line may come after them.
+            d.wait("the database is back", 30, stream="err")
             back = [line for line in d.log if "the database is back" in line]
             eq(len(back), 1, f"{d.name}: one line when it came back")
             m = re.search(r"back after (\d+\.\d) s; the 100 events published meanwhile go out "

@@ -523,6 +523,10 @@ def test_S2_A3_producer_steps_leave_the_loop_fast():
         eq(s.stop(), 0, "exit status")
 
 
+# run.py runs it alone: it counts steps in a time window.
+test_S2_A3_producer_steps_leave_the_loop_fast.serial = True
+
+
 def test_S3_A3_on_loop_arm_is_slow_and_still_producing():
     """The comparison arm (M0_SIM_ON_LOOP=1): the same step on loop 0's tick holds the loop,
     so some /now waits at least 150 ms, and the steps still arrive."""
@@ -535,6 +539,10 @@ def test_S3_A3_on_loop_arm_is_slow_and_still_producing():
         slowest = max(took) * 1000
         check(slowest >= 150, f"slowest /now {slowest:.0f} ms with the step on the loop")
         eq(s.stop(), 0, "exit status")
+
+
+# run.py runs it alone: it counts steps in a time window.
+test_S3_A3_on_loop_arm_is_slow_and_still_producing.serial = True
 
 
 def test_S2_sigterm_with_a_step_in_flight_exits_0():
