@@ -9,14 +9,14 @@
 #include "accept.h"
 #include "conn.h"
 #include "host.h"
-#include "loop.h"
+#include "hctx.h"
 
 /*
  * Pick the loop with the fewest connections, counting hand-offs still on their way; ties rotate
  * so that a burst of new connections against equal loops alternates between them. The chosen
  * loop's load is raised here, before the hand-off, so the next pick already sees it.
  */
-static struct m0_loop *pick(struct m0_loop *self)
+static struct m0_hctx *pick(struct m0_hctx *self)
 {
         struct m0_host *h = self->host;
         int n = h->nloops;
@@ -25,10 +25,10 @@ static struct m0_loop *pick(struct m0_loop *self)
                 return self;
         }
         unsigned start = atomic_fetch_add(&h->rotate, 1);
-        struct m0_loop *best = &h->loops[start % (unsigned)n];
+        struct m0_hctx *best = &h->loops[start % (unsigned)n];
         unsigned best_load = UINT32_MAX;
         for (int i = 0; i < n; i++) {
-                struct m0_loop *l = &h->loops[(start + (unsigned)i) % (unsigned)n];
+                struct m0_hctx *l = &h->loops[(start + (unsigned)i) % (unsigned)n];
                 unsigned load = atomic_load(&l->load);
                 if (load < best_load) {
                         best = l;
@@ -41,7 +41,7 @@ static struct m0_loop *pick(struct m0_loop *self)
 
 /* EMFILE/ENFILE: give up the spare fd, take the connection and close it, so the listener's
  * queue moves instead of waking every loop forever; then take the spare back. */
-static void shed_one(struct m0_loop *l, int lfd)
+static void shed_one(struct m0_hctx *l, int lfd)
 {
         if (l->reserve_fd >= 0) {
                 close(l->reserve_fd);
@@ -55,7 +55,24 @@ static void shed_one(struct m0_loop *l, int lfd)
         l->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
-void m0__accept_ready(struct m0_loop *l, int lfd)
+/* A connection another loop accepted and handed to this one (L4). Hand-offs queued before the
+ * stop are admitted even while draining; admit tells them to stop like the rest. */
+void m0__accept_handed_over(struct m0_loop *el, struct m0_msg *m)
+{
+        struct m0_hctx *l = m0__hctx_of(el);
+        m0__count(&l->received, 1);
+        (void)m0__conn_admit(l, m->fd);
+}
+
+/* ... that came to a loop which ended first. */
+static void handoff_drop(struct m0_loop *el, struct m0_msg *m)
+{
+        (void)el;
+        if (m->fd >= 0)
+                close(m->fd);
+}
+
+void m0__accept_ready(struct m0_hctx *l, int lfd)
 {
         struct m0_host *h = l->host;
         /* A bounded batch per wake-up keeps one listener from starving the loop's connections. */
@@ -74,7 +91,7 @@ void m0__accept_ready(struct m0_loop *l, int lfd)
                         m0__count(&l->refused_conns, 1);
                         continue;
                 }
-                struct m0_loop *t = pick(l);
+                struct m0_hctx *t = pick(l);
                 if (t == l) {
                         m0__count(&l->accepted, 1);
                         (void)m0__conn_admit(l, fd);
@@ -88,10 +105,10 @@ void m0__accept_ready(struct m0_loop *l, int lfd)
                         (void)m0__conn_admit(l, fd);
                         continue;
                 }
-                m->kind = M0_MSG_CONN;
-                m->fd = fd;
+                *m = (struct m0_msg){
+                        .handle = m0__accept_handed_over, .drop = handoff_drop, .fd = fd};
                 m0__count(&l->passed, 1);
-                if (m0__loop_post(t, m) < 0) {
+                if (m0__loop_post(&t->loop, m) < 0) {
                         /* the mailbox is there for the life of the process; this cannot fail */
                 }
         }

@@ -102,7 +102,7 @@ static char *put_blob(char *p, const char *key, size_t klen, const char *v, size
 #define KEY(s) s, sizeof(s) - 1
 
 /* Count `n` entries dropped, and say so at most every DROP_LOG_MS. */
-static void dropped(struct m0_loop *l, uint64_t n, const char *why)
+static void dropped(struct m0_hctx *l, uint64_t n, const char *why)
 {
         struct m0_journal *j = &l->journal;
         if (l->observe & M0_OBSERVE_METRICS)
@@ -119,7 +119,7 @@ static void dropped(struct m0_loop *l, uint64_t n, const char *why)
 }
 
 /* Queue the entry of `a`, answered in `us` microseconds. */
-static void journal_add(struct m0_loop *l, const struct m0_access *a, uint64_t us)
+static void journal_add(struct m0_hctx *l, const struct m0_access *a, uint64_t us)
 {
         struct m0_journal *j = &l->journal;
         if (j->n == j->cap) {
@@ -167,7 +167,7 @@ static void journal_add(struct m0_loop *l, const struct m0_access *a, uint64_t u
 
 void m0__request_done(struct m0_conn *c, const struct m0_access *a)
 {
-        struct m0_loop *l = c->loop;
+        struct m0_hctx *l = c->loop;
         uint64_t us = 0;
         if (l->observe && c->t_start)
                 us = (m0__now_ns() - c->t_start) / 1000;
@@ -187,7 +187,7 @@ void m0__request_done(struct m0_conn *c, const struct m0_access *a)
 /* The bytes of the request `c` is reading, from its first byte on, wherever they are now. */
 static size_t head_bytes(const struct m0_conn *c, const char **ret)
 {
-        const struct m0_loop *l = c->loop;
+        const struct m0_hctx *l = c->loop;
         if (!c->req_started)
                 return 0;
         if (l->cur_conn == c && c->req_off <= l->cur_len) {
@@ -293,18 +293,17 @@ int m0__journal_probe(char *why, size_t len)
         return 0;
 }
 
-int m0__journal_open(struct m0_journal *j, int epfd, void *tag)
+int m0__journal_open(struct m0_journal *j, struct m0_loop *el, struct m0_io *io)
 {
         j->ends = calloc(j->cap, sizeof(*j->ends));
         if (!j->ends)
                 return -ENOMEM;
-        j->tag = tag;
+        j->io = io;
         int fd = journal_socket(&j->dgram);
         if (fd < 0)
                 return fd;
-        struct epoll_event ev = {.events = 0, .data.ptr = tag};
-        if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-                int r = -errno;
+        int r = m0__io_add(el, io, fd, 0);
+        if (r < 0) {
                 close(fd);
                 return r;
         }
@@ -313,21 +312,20 @@ int m0__journal_open(struct m0_journal *j, int epfd, void *tag)
 }
 
 /* Ask for EPOLLOUT while journald's queue is full, and stop asking once it is not. */
-static void wait_writable(struct m0_loop *l, bool on)
+static void wait_writable(struct m0_hctx *l, bool on)
 {
         struct m0_journal *j = &l->journal;
-        struct epoll_event ev = {.events = on ? EPOLLOUT : 0, .data.ptr = j->tag};
-        if (j->fd >= 0 && epoll_ctl(l->epfd, EPOLL_CTL_MOD, j->fd, &ev) == 0)
+        if (j->fd >= 0 && m0__io_mod(&l->loop, j->io, j->fd, on ? EPOLLOUT : 0) == 0)
                 j->waiting = on;
 }
 
 /* journald went away (a restart leaves this socket connected to nothing): a new socket, at most
  * once every RETRY_MS. 0 or -errno. */
-static int reopen(struct m0_loop *l)
+static int reopen(struct m0_hctx *l)
 {
         struct m0_journal *j = &l->journal;
         if (j->fd >= 0) {
-                (void)epoll_ctl(l->epfd, EPOLL_CTL_DEL, j->fd, NULL);
+                m0__io_del(&l->loop, j->fd);
                 close(j->fd);
                 j->fd = -1;
                 j->waiting = false;
@@ -339,10 +337,10 @@ static int reopen(struct m0_loop *l)
         int fd = journal_socket(&j->dgram);
         if (fd < 0)
                 return fd;
-        struct epoll_event ev = {.events = 0, .data.ptr = j->tag};
-        if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        int r = m0__io_add(&l->loop, j->io, fd, 0);
+        if (r < 0) {
                 close(fd);
-                return -errno;
+                return r;
         }
         j->fd = fd;
         return 0;
@@ -399,7 +397,7 @@ static int send_some(struct m0_journal *j, uint32_t from, uint32_t *taken, uint3
         return r;
 }
 
-void m0__journal_flush(struct m0_loop *l)
+void m0__journal_flush(struct m0_hctx *l)
 {
         struct m0_journal *j = &l->journal;
         uint32_t done = 0;
@@ -438,7 +436,7 @@ void m0__journal_flush(struct m0_loop *l)
                 wait_writable(l, false);
 }
 
-void m0__journal_finish(struct m0_loop *l, uint64_t deadline_ms)
+void m0__journal_finish(struct m0_hctx *l, uint64_t deadline_ms)
 {
         struct m0_journal *j = &l->journal;
         m0__journal_flush(l);

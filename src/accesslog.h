@@ -13,6 +13,8 @@
 #include "buf.h"
 
 struct m0_conn;
+struct m0_hctx;
+struct m0_io;
 struct m0_loop;
 
 /* Where journald takes entries of its native protocol: a datagram holds one, or several each
@@ -47,9 +49,9 @@ struct m0_access {
  * past it a new entry is dropped and counted. Its loop's thread only.
  */
 struct m0_journal {
-        int fd;       /* SOCK_DGRAM, non-blocking, connected to M0__JOURNAL_SOCKET; -1 */
-        void *tag;    /* the fd's tag in its loop's epoll set */
-        bool waiting; /* journald's queue was full: EPOLLOUT is asked for */
+        int fd;           /* SOCK_DGRAM, non-blocking, connected to M0__JOURNAL_SOCKET; -1 */
+        struct m0_io *io; /* the fd's entry in its loop's epoll set */
+        bool waiting;     /* journald's queue was full: EPOLLOUT is asked for */
         struct m0_buf bytes;
         size_t *ends; /* where each queued entry ends in `bytes`, its empty line included */
         uint32_t n, cap;
@@ -69,15 +71,15 @@ void m0__request_refused(struct m0_conn *c, int status, size_t bytes);
 
 /* Set `j` up for loop `index` of app `app`, with nothing acquired yet (fd -1). */
 void m0__journal_prepare(struct m0_journal *j, const char *app, int index, uint32_t cap);
-/* Connect the loop's journal socket and register it (as `tag`, no events) in `epfd`. 0 or
+/* Connect the loop's journal socket and register it (as `io`, no events) in loop `el`. 0 or
  * -errno. */
-int m0__journal_open(struct m0_journal *j, int epfd, void *tag);
+int m0__journal_open(struct m0_journal *j, struct m0_loop *el, struct m0_io *io);
 /* Send what is queued, as far as journald takes it now; what it does not take waits for
  * EPOLLOUT. At the end of each turn, and when the socket is writable again. */
-void m0__journal_flush(struct m0_loop *l);
+void m0__journal_flush(struct m0_hctx *l);
 /* The loop is ending: send what is queued, waiting for journald until `deadline_ms` (the
  * drain's bound) at most; what is left is dropped, counted and logged. */
-void m0__journal_finish(struct m0_loop *l, uint64_t deadline_ms);
+void m0__journal_finish(struct m0_hctx *l, uint64_t deadline_ms);
 void m0__journal_destroy(struct m0_journal *j);
 /* Whether journald takes datagrams at M0__JOURNAL_SOCKET: 0, or -errno with `why` filled (the
  * `access-log` check, R2). */

@@ -184,7 +184,7 @@ static const char *route_detail(const struct m0_decision *d, char *buf, size_t l
 void m0__route_answer(struct m0_conn *c, const struct m0_rview *v, const struct m0_decision *d,
                       bool is_head, enum m0_conn_mode conn)
 {
-        struct m0_loop *l = c->loop;
+        struct m0_hctx *l = c->loop;
         const struct m0_host *h = l->host;
         struct m0_buf lines = {0};
         char allow[512], detail[256];
@@ -235,7 +235,7 @@ void m0__route_answer(struct m0_conn *c, const struct m0_rview *v, const struct 
 static void answer(struct m0_conn *c, m0_req *req, m0_res *res, bool is_head,
                    enum m0_conn_mode conn, bool on_pool)
 {
-        struct m0_loop *l = c->loop;
+        struct m0_hctx *l = c->loop;
         struct m0_host *h = l->host;
         if (atomic_load_explicit(&h->stopping, memory_order_relaxed))
                 conn = M0__CONN_CLOSE;
@@ -279,7 +279,7 @@ static void answer(struct m0_conn *c, m0_req *req, m0_res *res, bool is_head,
 /* A stream begins (S1): its head, `: open` and its replay, counted as its request's answer. */
 static void begin_stream(struct m0_conn *c, const m0_req *req, const m0_res *res)
 {
-        struct m0_loop *l = c->loop;
+        struct m0_hctx *l = c->loop;
         size_t mark = l->wbuf.len;
         m0__sse_begin(c, req, res);
         if (l->observe)
@@ -308,7 +308,7 @@ static bool to_pool(struct m0_conn *c, const m0_req *req, m0_handler_fn fn, bool
 static void run_here(struct m0_conn *c, m0_req *req, m0_handler_fn fn, bool is_head,
                      enum m0_conn_mode conn)
 {
-        struct m0_loop *l = c->loop;
+        struct m0_hctx *l = c->loop;
         struct m0_host *h = l->host;
         m0__res_reset(&l->res);
         m0__thread_request_set(h, req->method, req->path);
@@ -331,7 +331,7 @@ static void run_here(struct m0_conn *c, m0_req *req, m0_handler_fn fn, bool is_h
 
 void m0__conn_dispatch(struct m0_conn *c)
 {
-        struct m0_loop *l = c->loop;
+        struct m0_hctx *l = c->loop;
         struct m0_host *h = l->host;
         struct m0_req *req = &l->req;
         size_t hl;
@@ -385,7 +385,7 @@ void m0__conn_dispatch(struct m0_conn *c)
  */
 static size_t refused_head(const struct m0_conn *c, const char **ret)
 {
-        const struct m0_loop *l = c->loop;
+        const struct m0_hctx *l = c->loop;
         bool parsing = l->cur_conn == c;
         const char *base = parsing ? l->cur_base : c->rbuf;
         size_t end = parsing ? l->cur_len : c->rlen;
@@ -429,7 +429,7 @@ static const char *refused_origin(const char *h, size_t n, size_t *ret_len)
  */
 void m0__conn_refuse(struct m0_conn *c, int status)
 {
-        struct m0_loop *l = c->loop;
+        struct m0_hctx *l = c->loop;
         const struct m0_host *h = l->host;
         struct m0_buf lines = {0};
         const char *head = NULL;
@@ -471,7 +471,7 @@ void m0__conn_refuse(struct m0_conn *c, int status)
 void m0__conn_job_done(struct m0_job *job)
 {
         struct m0_conn *c = job->conn;
-        if (c->fd < 0) {
+        if (c->tr.fd < 0) {
                 /* closed while the pool worked: nobody to answer */
                 m0__job_free(job);
                 free(c);
@@ -488,7 +488,7 @@ void m0__conn_job_done(struct m0_job *job)
 
 void m0__job_discard(struct m0_job *job)
 {
-        if (job->conn->fd < 0)
+        if (job->conn->tr.fd < 0)
                 free(job->conn);
         m0__job_free(job);
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* conn.c: one HTTP/1.1 connection on its loop: read, parse, answer in order, write, time out. */
+/* conn.c: one connection on its loop: its transport (LY2) and its protocol (LY3), and HTTP/1.1's
+ * side of it: read, parse, answer in order, write, time out. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -19,14 +20,36 @@
 
 static void stop_idle(struct m0_conn *c);
 
+static void conn_ready(struct m0_io *io, uint32_t events);
+static void conn_run(struct m0_task *t, uint32_t events);
+static void conn_timer(struct m0_timer *t);
+
+/*
+ * The epoll interest for what the protocol waits on (`ev`): a transport whose last operation
+ * could not go on asks for its own readiness besides (LY2: a TLS read that must write first).
+ * A plain socket's want is always its operation's own, so this adds nothing to it.
+ */
+static uint32_t transport_events(const struct m0_conn *c, uint32_t ev)
+{
+        if ((ev & EPOLLIN) && (c->rwant & M0_WANT_WRITE))
+                ev |= EPOLLOUT;
+        if ((ev & EPOLLOUT) && (c->wwant & M0_WANT_READ))
+                ev |= EPOLLIN;
+        return ev;
+}
+
 static int set_events(struct m0_conn *c, uint32_t ev)
 {
-        if (c->events == ev)
+        uint32_t io = transport_events(c, ev);
+        if (c->ioevents == io) {
+                c->events = ev;
                 return 0;
-        struct epoll_event e = {.events = ev, .data.ptr = c};
-        if (epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->fd, &e) < 0)
-                return -errno;
+        }
+        int r = m0__io_mod(&c->loop->loop, &c->io, c->tr.fd, io);
+        if (r < 0)
+                return r;
         c->events = ev;
+        c->ioevents = io;
         return 0;
 }
 
@@ -39,15 +62,14 @@ static void rbuf_release(struct m0_conn *c)
 
 void m0__conn_close(struct m0_conn *c)
 {
-        if (c->fd < 0)
+        if (c->tr.fd < 0)
                 return;
-        struct m0_loop *l = c->loop;
+        struct m0_hctx *l = c->loop;
         m0__timer_unlink(c);
-        m0__turn_forget(c);
-        m0__sse_unlink(c);
-        (void)epoll_ctl(l->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-        close(c->fd);
-        c->fd = -1;
+        m0__turn_forget(&l->loop, &c->task);
+        c->proto->closed(c);
+        m0__io_del(&l->loop, c->tr.fd);
+        c->tr.ops->close(&c->tr);
         rbuf_release(c);
         m0__buf_free(&c->body);
         m0__buf_free(&c->out);
@@ -58,32 +80,36 @@ void m0__conn_close(struct m0_conn *c)
         if (c->busy)
                 return; /* the job names c: it is freed when the job comes back */
         /* Events later in this turn may still name c: free it after the turn. */
-        m0__list_push(&l->dead, &c->tlink);
+        m0__list_push(&l->dead, &c->timer.link);
 }
 
-void m0__conn_reap(struct m0_loop *l)
+void m0__conn_reap(struct m0_hctx *l)
 {
         struct m0_link *n;
         while ((n = m0__list_pop(&l->dead)))
-                free(M0__CONTAINER_OF(n, struct m0_conn, tlink));
+                free(M0__CONTAINER_OF(n, struct m0_conn, timer.link));
 }
 
-int m0__conn_admit(struct m0_loop *l, int fd)
+int m0__conn_admit(struct m0_hctx *l, int fd)
 {
         struct m0_conn *c = calloc(1, sizeof(*c));
         if (!c)
                 goto fail;
         c->loop = l;
-        c->fd = fd;
-        c->events = EPOLLIN;
+        (void)m0__transport_open(&c->tr, &m0__transport_plain, fd);
+        c->proto = &m0__proto_http1;
+        c->io.ready = conn_ready;
+        c->task.run = conn_run;
+        c->timer.fire = conn_timer;
+        c->handshaking = c->tr.ops->handshake != NULL;
+        c->events = c->ioevents = EPOLLIN;
         /* An answer leaves in one send (D5), but the tail of one the socket took in parts, an
          * event frame behind one not yet acknowledged, or a 100-continue's final answer would
          * wait for the client's delayed ACK under Nagle. A Unix socket refuses the option. */
         int one = 1;
         (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         m0__parser_init(c);
-        struct epoll_event e = {.events = EPOLLIN, .data.ptr = c};
-        if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &e) < 0)
+        if (m0__io_add(&l->loop, &c->io, fd, EPOLLIN) < 0)
                 goto fail;
         m0__timer_set(c, M0_TIMER_IDLE);
         if (l->observe & M0_OBSERVE_METRICS)
@@ -127,21 +153,21 @@ static int stash(struct m0_conn *c, char *base, size_t from, size_t len, size_t 
         return 0;
 }
 
-/* Send what the socket takes now. Returns the bytes sent (0 when it is full), or -1 after
+/* Send what the transport takes now. Returns the bytes sent (0 when it is full), or -1 after
  * closing the connection on an error. */
 static ssize_t send_now(struct m0_conn *c, const void *data, size_t len)
 {
-        ssize_t w;
-        do
-                w = send(c->fd, data, len, MSG_NOSIGNAL);
-        while (w < 0 && errno == EINTR);
+        ssize_t w = m0__transport_write(&c->tr, data, len);
         if (w >= 0) {
+                c->wwant = 0;
                 if (c->loop->observe & M0_OBSERVE_METRICS)
                         m0__count(&c->loop->stats.bytes_out, (uint64_t)w);
                 return w;
         }
-        if (errno == EAGAIN)
+        if (w == -EAGAIN) {
+                c->wwant = (uint8_t)c->tr.want;
                 return 0;
+        }
         m0__conn_close(c);
         return -1;
 }
@@ -162,7 +188,7 @@ static void linger_or_close(struct m0_conn *c)
         }
         /* Shut our side and drop what the client still sends, so the last answer is not lost
          * to a reset caused by unread bytes. */
-        (void)shutdown(c->fd, SHUT_WR);
+        (void)c->tr.ops->shutdown(&c->tr);
         c->lingering = true;
         rbuf_release(c);
         (void)set_events(c, EPOLLIN);
@@ -175,7 +201,7 @@ static void linger_or_close(struct m0_conn *c)
  */
 static bool flush(struct m0_conn *c)
 {
-        struct m0_loop *l = c->loop;
+        struct m0_hctx *l = c->loop;
         if (l->wbuf.len) {
                 if (c->out.len == c->out_off) {
                         ssize_t w = send_now(c, l->wbuf.data, l->wbuf.len);
@@ -223,7 +249,7 @@ static bool flush(struct m0_conn *c)
                 /* Its slice is spent: the rest waits for its next turn, and no client timeout
                  * runs meanwhile, since the loop, not the client, is what it waits for. */
                 m0__timer_unlink(c);
-                m0__turn_defer(c, EPOLLIN);
+                m0__turn_defer(&l->loop, &c->task, EPOLLIN);
                 return false;
         }
         m0__timer_set(c, M0_TIMER_IDLE);
@@ -283,16 +309,17 @@ static void run_buffered(struct m0_conn *c)
  */
 static size_t read_in(struct m0_conn *c, char *buf, size_t cap)
 {
-        ssize_t n = read(c->fd, buf, cap);
+        ssize_t n = c->tr.ops->read(&c->tr, buf, cap);
+        c->rwant = n == -EAGAIN ? (uint8_t)c->tr.want : 0;
         if (n > 0) {
-                struct m0_loop *l = c->loop;
+                struct m0_hctx *l = c->loop;
                 if (l->observe)
                         c->read_ns = m0__now_ns(); /* when requests begun in it arrived (D80) */
                 if (l->observe & M0_OBSERVE_METRICS)
                         m0__count(&l->stats.bytes_in, (uint64_t)n);
                 return (size_t)n;
         }
-        if (n == 0 || (errno != EAGAIN && errno != EINTR))
+        if (n != -EAGAIN)
                 m0__conn_close(c); /* the client left, after its last answer or mid-request */
         return 0;
 }
@@ -325,9 +352,9 @@ static bool rbuf_room(struct m0_conn *c)
  * progress reads on into its buffer; otherwise the read lands in the loop's scratch buffer, and
  * only what must outlive it is kept (D5).
  */
-static void on_readable(struct m0_conn *c)
+static void h1_readable(struct m0_conn *c)
 {
-        struct m0_loop *l = c->loop;
+        struct m0_hctx *l = c->loop;
         if (c->lingering || c->stream) {
                 /* Nothing more is parsed: drop what arrives and notice the close. */
                 (void)read_in(c, l->rscratch, l->rscratch_cap);
@@ -357,7 +384,7 @@ static void on_readable(struct m0_conn *c)
         m0__conn_resume(c);
 }
 
-static void on_writable(struct m0_conn *c)
+static void h1_writable(struct m0_conn *c)
 {
         ssize_t w = send_now(c, c->out.data + c->out_off, c->out.len - c->out_off);
         if (w < 0 || (w == 0 && c->out_off < c->out.len))
@@ -372,21 +399,118 @@ static void on_writable(struct m0_conn *c)
         m0__conn_resume(c); /* and bytes that waited while the output was full are parsed now */
 }
 
+/* The transport's handshake goes on; true once it is done and the protocol may start. */
+static bool handshake(struct m0_conn *c)
+{
+        int r = c->tr.ops->handshake(&c->tr);
+        if (r == 0) {
+                c->handshaking = false;
+                c->tr.want = 0;
+                return true;
+        }
+        if (r != -EAGAIN) {
+                m0__conn_close(c);
+                return false;
+        }
+        uint32_t ev = c->tr.want & M0_WANT_WRITE ? EPOLLOUT : EPOLLIN;
+        if (m0__io_mod(&c->loop->loop, &c->io, c->tr.fd, ev) == 0)
+                c->events = c->ioevents = ev;
+        return false;
+}
+
 void m0__conn_event(struct m0_conn *c, uint32_t events)
 {
-        if (c->fd < 0)
+        if (c->tr.fd < 0)
                 return; /* closed earlier in this batch */
+        if (c->handshaking && !handshake(c))
+                return;
         m0__slice_begin(c);
+        /* The transport may want the other readiness than the protocol waits on (LY2): then
+         * that readiness is the protocol's own event. */
+        if ((events & EPOLLOUT) && !(c->events & EPOLLOUT) && (c->rwant & M0_WANT_WRITE))
+                events = (events & ~(uint32_t)EPOLLOUT) | EPOLLIN;
+        if ((events & EPOLLIN) && !(c->events & EPOLLIN) && (c->wwant & M0_WANT_READ))
+                events = (events & ~(uint32_t)EPOLLIN) | EPOLLOUT;
         if (events & EPOLLOUT) {
-                on_writable(c);
-                if (c->fd < 0)
+                c->proto->writable(c);
+                if (c->tr.fd < 0)
                         return;
         }
         if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
                 if (c->events & EPOLLIN)
-                        on_readable(c);
+                        c->proto->readable(c);
                 else if (events & (EPOLLHUP | EPOLLERR))
                         m0__conn_close(c); /* a busy one is freed when its job returns */
+        }
+}
+
+/* Its events, now, or behind the others once the turn is full (of items or of time). One
+ * already queued has its turn there; epoll reports it again meanwhile (level-triggered). */
+static void conn_ready(struct m0_io *io, uint32_t events)
+{
+        struct m0_conn *c = M0__CONTAINER_OF(io, struct m0_conn, io);
+        struct m0_loop *l = &c->loop->loop;
+        if (c->tr.fd < 0)
+                return; /* closed earlier in this batch */
+        if (c->task.queued || !m0__turn_take(l)) {
+                m0__turn_defer(l, &c->task, events);
+                return;
+        }
+        m0__conn_event(c, events);
+        /* What the loop published while serving it reaches its own streams now, in id order,
+         * not only once the channel has filled up (B1). */
+        m0__hctx_deliver_pending(c->loop);
+}
+
+/* Its place on the run queue came: the events it was left with. */
+static void conn_run(struct m0_task *t, uint32_t events)
+{
+        struct m0_conn *c = M0__CONTAINER_OF(t, struct m0_conn, task);
+        (void)m0__turn_take(&c->loop->loop); /* the queue's first always runs */
+        m0__conn_event(c, events);
+        m0__hctx_deliver_pending(c->loop);
+}
+
+static void conn_timer(struct m0_timer *t)
+{
+        struct m0_conn *c = M0__CONTAINER_OF(t, struct m0_conn, timer);
+        c->proto->timer(c);
+}
+
+void m0__conn_stop_all(struct m0_hctx *l)
+{
+        for (int cls = M0_TIMER_IDLE; cls < M0_TIMER_N; cls++) {
+                struct m0_conn *c =
+                        M0__LIST_FIRST(&l->loop.timers[cls], struct m0_conn, timer.link);
+                while (c) {
+                        struct m0_conn *next = m0__conn_timer_next(c);
+                        c->proto->drain(c);
+                        c = next;
+                }
+        }
+}
+
+void m0__conn_cut_all(struct m0_hctx *l)
+{
+        for (int cls = M0_TIMER_IDLE; cls < M0_TIMER_N; cls++) {
+                struct m0_conn *c;
+                while ((c = M0__LIST_FIRST(&l->loop.timers[cls], struct m0_conn, timer.link))) {
+                        /* a connection lingering after its last answer was answered whole, and
+                         * one idle since the stop was serving nothing */
+                        if (cls != M0_TIMER_LINGER && cls != M0_TIMER_DRAIN)
+                                m0__count(&l->cut, 1);
+                        m0__conn_close(c);
+                }
+        }
+        /* Connections the loop still owed answers to when the bound came; the loop's own
+         * sources keep their places */
+        for (struct m0_link *q = l->loop.runq.head, *next; q; q = next) {
+                struct m0_task *t = M0__CONTAINER_OF(q, struct m0_task, link);
+                next = q->next;
+                if (t->run != conn_run)
+                        continue;
+                m0__count(&l->cut, 1);
+                m0__conn_close(M0__CONTAINER_OF(t, struct m0_conn, task));
         }
 }
 
@@ -398,7 +522,7 @@ void m0__conn_resume(struct m0_conn *c)
 
 int m0__conn_send(struct m0_conn *c, const void *data, size_t len)
 {
-        if (c->fd < 0 || c->closing)
+        if (c->tr.fd < 0 || c->closing)
                 return -EPIPE;
         size_t pending = c->out.len - c->out_off;
         if (pending) {
@@ -424,16 +548,16 @@ int m0__conn_send(struct m0_conn *c, const void *data, size_t len)
 
 void m0__conn_end(struct m0_conn *c)
 {
-        if (c->fd < 0)
+        if (c->tr.fd < 0)
                 return;
         c->closing = true;
         if (!c->busy && c->out.len == c->out_off)
                 linger_or_close(c);
 }
 
-void m0__conn_timer_fire(struct m0_conn *c)
+static void h1_timer(struct m0_conn *c)
 {
-        switch (c->tcls) {
+        switch (c->timer.cls) {
         case M0_TIMER_HEAD:
         case M0_TIMER_BODY:
                 m0__timer_unlink(c);
@@ -448,15 +572,19 @@ void m0__conn_timer_fire(struct m0_conn *c)
 
 void m0__conn_stop(struct m0_conn *c)
 {
-        if (c->fd < 0)
+        if (c->tr.fd < 0)
                 return;
-        m0__slice_begin(c);
-        stop_idle(c);
+        c->proto->drain(c);
+}
+
+void m0__conn_timer_fire(struct m0_conn *c)
+{
+        c->proto->timer(c);
 }
 
 static void stop_idle(struct m0_conn *c)
 {
-        if (c->fd < 0 || c->lingering || c->tcls == M0_TIMER_DRAIN)
+        if (c->tr.fd < 0 || c->lingering || c->timer.cls == M0_TIMER_DRAIN)
                 return;
         if (c->phase != PH_IDLE || c->out.len > c->out_off || c->rlen > c->rpos) {
                 /* In flight: it is answered whole, with Connection: close. */
@@ -464,8 +592,8 @@ static void stop_idle(struct m0_conn *c)
         }
         /* Bytes that reached the socket before the stop are a request in flight, not idleness. */
         int unread = 0;
-        if (ioctl(c->fd, FIONREAD, &unread) == 0 && unread > 0) {
-                on_readable(c);
+        if (ioctl(c->tr.fd, FIONREAD, &unread) == 0 && unread > 0) {
+                h1_readable(c);
                 return;
         }
         /* Idle. A client may have written its next request a moment ago: for drain_idle_ms
@@ -477,3 +605,18 @@ static void stop_idle(struct m0_conn *c)
         }
         linger_or_close(c);
 }
+
+static void h1_drain(struct m0_conn *c)
+{
+        m0__slice_begin(c);
+        stop_idle(c);
+}
+
+const struct m0_proto_ops m0__proto_http1 = {
+        .name = "http/1.1",
+        .readable = h1_readable,
+        .writable = h1_writable,
+        .timer = h1_timer,
+        .drain = h1_drain,
+        .closed = m0__sse_unlink,
+};

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* conn.h: one HTTP/1.1 connection on its loop, and the four files that touch it: conn.c (its
- * lifetime, reads and writes), timer.c (its deadlines), parse.c (llhttp and the requests it
- * finds) and answer.c (routing, handlers, the answer). sse.c and loop.c reach it too. */
+/* conn.h: one connection on its loop: its transport (transport.h, LY2), the protocol that reads
+ * requests from it (struct m0_proto_ops, LY3: HTTP/1.1 today), and the HTTP/1.1 state, with the
+ * files that touch it: conn.c (its lifetime, reads and writes), timer.c (its deadlines), parse.c
+ * (llhttp and the requests it finds) and answer.c (routing, handlers, the answer). sse.c,
+ * accesslog.c and hctx.c reach it too. */
 #ifndef M0_CONN_H
 #define M0_CONN_H
 
@@ -13,7 +15,9 @@
 
 #include "buf.h"
 #include "list.h"
+#include "hctx.h"
 #include "loop.h"
+#include "transport.h"
 
 struct m0_host;
 struct m0_job;
@@ -31,10 +35,33 @@ enum m0_phase {
  * copied into `rbuf`, which is freed again once it empties. An idle connection owns no buffer.
  * Touched by its loop's thread only.
  */
+/*
+ * A protocol (LY3): what turns a transport's bytes into requests and answers. The connection
+ * calls it for its events; HTTP/2 and WebSocket plug in here. Every protocol hands the app the
+ * same m0_req/m0_res (answer.c).
+ */
+struct m0_proto_ops {
+        const char *name;
+        void (*readable)(struct m0_conn *c); /* the transport has bytes (or an end of file) */
+        void (*writable)(struct m0_conn *c); /* the transport takes bytes again */
+        void (*timer)(struct m0_conn *c);    /* the connection's timer fired */
+        void (*drain)(struct m0_conn *c);    /* the stop: finish what is in flight, then close */
+        void (*closed)(struct m0_conn *c);   /* the connection is closing: let go of the loop */
+};
+
+/* HTTP/1.1 (conn.c). */
+extern const struct m0_proto_ops m0__proto_http1;
+
 struct m0_conn {
-        struct m0_loop *loop;
-        int fd;
-        uint32_t events; /* current epoll interest */
+        struct m0_hctx *loop; /* its loop's HTTP context */
+        struct m0_transport tr;
+        const struct m0_proto_ops *proto;
+        struct m0_io io;   /* in the loop's epoll set */
+        bool handshaking;  /* the transport's handshake is not done: the protocol waits */
+        uint32_t events;   /* what the protocol waits for: EPOLLIN, EPOLLOUT or none */
+        uint32_t ioevents; /* the epoll interest: `events` and what the transport wants */
+        uint8_t rwant;     /* M0_WANT_* of the transport's last read that could not go on */
+        uint8_t wwant;     /* ... of its last write */
         llhttp_t parser;
 
         char *rbuf;
@@ -62,10 +89,9 @@ struct m0_conn {
         size_t out_off;
         uint32_t nreq;
 
-        /* Its timer (timer.c): a class of the loop's timers, and the deadline it is filed at. */
-        enum m0_timer_class tcls;
-        uint64_t deadline;
-        struct m0_link tlink; /* on loop->timers[tcls]; on loop->dead once closed */
+        /* Its timer (timer.c): filed in a class (enum m0_timer_class) of the loop's timers, at a
+         * deadline. Its link is on the context's `dead` once the connection is closed. */
+        struct m0_timer timer;
         /* The deadline of the head or body being read (H2), 0 when none is; `read_cls` is
          * M0_TIMER_HEAD or M0_TIMER_BODY. Kept apart from the timer, which may wait on output. */
         uint64_t read_deadline;
@@ -74,7 +100,6 @@ struct m0_conn {
         /* On the loop's run queue (D41): work left for a later turn, and the epoll events
          * that turn is to handle. */
         struct m0_task task;
-        uint32_t qevents;
 
         /* When the loop times requests (M0_OBSERVE_*, D80): the time of the connection's last
          * read, and of the read that brought the current request's first byte. */
@@ -98,7 +123,7 @@ struct m0_conn {
 
 /* Take accepted `fd` onto loop `l` (whose load and the host's count were raised for it). 0, or
  * -ENOMEM after closing fd and lowering both. */
-int m0__conn_admit(struct m0_loop *l, int fd);
+int m0__conn_admit(struct m0_hctx *l, int fd);
 /* Handle epoll `events` for `c`, which is being served now (its slice of the turn began). */
 void m0__conn_event(struct m0_conn *c, uint32_t events);
 /* Its timer's deadline passed: 408, close, or the end of a linger or a drain grace. */
@@ -106,7 +131,12 @@ void m0__conn_timer_fire(struct m0_conn *c);
 /* Close `c` now; it is freed after the turn (m0__conn_reap), or when its pool job returns. */
 void m0__conn_close(struct m0_conn *c);
 /* Free the connections closed during the last turn. */
-void m0__conn_reap(struct m0_loop *l);
+void m0__conn_reap(struct m0_hctx *l);
+/* The stop: every connection filed in a timer class finishes what it is answering, then closes
+ * (through its protocol's drain). */
+void m0__conn_stop_all(struct m0_hctx *l);
+/* The drain's bound: every connection still open is closed, and those cut mid-answer counted. */
+void m0__conn_cut_all(struct m0_hctx *l);
 /* Drain: close `c` now if it is idle and holds no unread byte; otherwise let it finish. */
 void m0__conn_stop(struct m0_conn *c);
 /* Send `len` bytes on `c` now, or keep them when the socket is full; a connection whose unsent

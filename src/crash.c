@@ -17,7 +17,7 @@
 #include "crash.h"
 #include "host.h"
 #include "log.h"
-#include "loop.h"
+#include "hctx.h"
 
 /*
  * Everything the signal handler reads is prepared before: thread identity in initial-exec TLS
@@ -34,7 +34,7 @@ static __thread int t_kind TLS = -1; /* -1: the coordinator */
 static __thread int t_loop TLS = -1;
 static __thread int t_thread TLS = -1;
 static __thread char t_request[160] TLS;
-static __thread struct m0_loop *t_loop_ptr TLS;
+static __thread struct m0_hctx *t_loop_ptr TLS;
 static __thread void *t_altstack TLS;
 
 static struct m0_host *crash_host;
@@ -42,7 +42,7 @@ static int journal_fd = -1;
 static int bt_fd = -1;
 static atomic_int crashing;
 
-void m0__thread_identify(struct m0_loop *l, m0_thread_kind kind, int loop, int thread)
+void m0__thread_identify(struct m0_hctx *l, m0_thread_kind kind, int loop, int thread)
 {
         t_kind = (int)kind;
         t_loop = loop;
@@ -64,7 +64,7 @@ int m0__thread_loop(void)
         return t_loop;
 }
 
-struct m0_loop *m0__thread_loop_self(void)
+struct m0_hctx *m0__thread_loop_self(void)
 {
         return t_loop_ptr;
 }

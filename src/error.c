@@ -13,7 +13,7 @@
 #include "host.h"
 #include "json.h"
 #include "log.h"
-#include "loop.h"
+#include "hctx.h"
 #include "request.h"
 #include "response.h"
 #include "route.h"
@@ -137,7 +137,7 @@ int m0__error_fill(const m0_app *app, void *state, m0_req *req, int status, cons
 
 /* The answer of the versions before Q4, made without allocating, with a's lines when they fit
  * (a last resort): for when nothing else can be written. */
-static int plain_static(struct m0_loop *l, const struct m0_host_answer *a, struct m0_buf *out)
+static int plain_static(struct m0_hctx *l, const struct m0_host_answer *a, struct m0_buf *out)
 {
         static const char ct[] = "Content-Type: text/plain; charset=utf-8\r\n";
         char head[1024], body[96];
@@ -159,7 +159,7 @@ static int plain_static(struct m0_loop *l, const struct m0_host_answer *a, struc
         return m0__res_serialize(l, &res, a->head_only, a->conn, out);
 }
 
-int m0__res_error(struct m0_loop *l, const struct m0_host_answer *a, struct m0_buf *out)
+int m0__res_error(struct m0_hctx *l, const struct m0_host_answer *a, struct m0_buf *out)
 {
         struct m0_res res = {.status = a->status};
         if (a->ret_body_len)

@@ -10,7 +10,7 @@
 #include "m0.h"
 #include "response.h"
 
-struct m0_loop;
+struct m0_hctx;
 
 /* An answer the host makes by itself. */
 struct m0_host_answer {
@@ -52,7 +52,7 @@ int m0__error_fill(const m0_app *app, void *state, m0_req *req, int status, cons
  * body, the lines alone. A built-in text answer made without allocating stands in when nothing
  * else can be written. 0 or -ENOMEM.
  */
-int m0__res_error(struct m0_loop *l, const struct m0_host_answer *a, struct m0_buf *out);
+int m0__res_error(struct m0_hctx *l, const struct m0_host_answer *a, struct m0_buf *out);
 
 /*
  * A handler returned `r` < 0. When it passes on the -errno a helper refused the request with

@@ -65,7 +65,7 @@ static int start_thread(struct m0_host *h, struct m0_thread *t)
 static int start_loops(struct m0_host *h)
 {
         for (int i = 0; i < h->nloops; i++) {
-                struct m0_loop *l = &h->loops[i];
+                struct m0_hctx *l = &h->loops[i];
                 int r = start_thread(h, &l->thread);
                 for (int t = 0; r == 0 && t < l->pool.nthreads; t++)
                         r = start_thread(h, &l->pool.threads[t].thread);
@@ -115,9 +115,9 @@ static int prepare(struct m0_host *h, int *ret_sfd)
         if (!h->loops || !h->threads)
                 return M0__EXIT_FAIL;
         for (int i = 0; i < h->nloops; i++)
-                m0__loop_prepare(&h->loops[i], h, i);
+                m0__hctx_prepare(&h->loops[i], h, i);
         for (int i = 0; i < h->nloops; i++) {
-                int r = m0__loop_build(&h->loops[i]);
+                int r = m0__hctx_build(&h->loops[i]);
                 if (r < 0) {
                         m0__log(M0_LOG_ERR, i, NULL, "cannot set up loop %d: %s", i, strerror(-r));
                         return M0__EXIT_FAIL;
@@ -211,14 +211,9 @@ static void post_stop_all(struct m0_host *h)
         atomic_store(&h->stopping, true);
         atomic_store(&h->producer.stop, true);
         m0__compute_stop(h); /* queued work finishes; new calls run inline */
-        for (int i = 0; i < h->nloops; i++) {
-                struct m0_msg *m = calloc(1, sizeof(*m));
-                if (!m)
-                        continue; /* the loop is then named as a straggler at the bound */
-                m->kind = M0_MSG_STOP;
-                m->fd = -1;
-                (void)m0__loop_post(&h->loops[i], m);
-        }
+        /* a stop that cannot be allocated leaves its loop named as a straggler at the bound */
+        for (int i = 0; i < h->nloops; i++)
+                (void)m0__hctx_post_stop(&h->loops[i]);
 }
 
 /*
@@ -382,7 +377,7 @@ static void release(struct m0_host *h)
                 running |= h->threads[i]->started;
         if (!running) {
                 for (int i = 0; h->loops && i < h->nloops; i++)
-                        m0__loop_destroy(&h->loops[i]);
+                        m0__hctx_destroy(&h->loops[i]);
                 free(h->loops);
                 h->loops = NULL;
                 free(h->producer.beats);

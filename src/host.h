@@ -14,7 +14,7 @@
 #include "cors.h"
 #include "handler.h"
 #include "lease.h"
-#include "loop.h"
+#include "hctx.h"
 #include "m0.h"
 #include "metrics.h"
 #include "producer.h"
@@ -31,7 +31,7 @@ struct m0_host {
         struct m0_router router; /* the app's routes, compiled before the checks (T1) */
         struct m0_cors_c cors;   /* the app's CORS, checked before the checks (Q5) */
         struct m0_sockets sockets;
-        struct m0_loop *loops;
+        struct m0_hctx *loops; /* one per loop: its HTTP context, which holds the loop */
         int nloops;
         atomic_uint conns;  /* open connections in the process (max_connections) */
         atomic_uint rotate; /* accept sharing's tie breaker */

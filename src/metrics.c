@@ -165,13 +165,13 @@ static void rows(struct out *o, const struct row *r, size_t n, const void *base)
         }
 }
 
-/* Read one counter of each loop: `off` is its offset in struct m0_loop. */
-static uint64_t loop_counter(const struct m0_loop *l, size_t off)
+/* Read one counter of each loop: `off` is its offset in struct m0_hctx. */
+static uint64_t loop_counter(const struct m0_hctx *l, size_t off)
 {
         return m0__counter_read((const m0_counter *)(const void *)((const char *)l + off));
 }
 
-#define LOOP_FIELD(f) offsetof(struct m0_loop, f)
+#define LOOP_FIELD(f) offsetof(struct m0_hctx, f)
 
 /* A counter or gauge family with one sample per loop, labelled by it. */
 static void per_loop(struct out *o, struct m0_host *h, const char *name, enum type t,

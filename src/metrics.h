@@ -15,7 +15,7 @@
 
 struct m0_buf;
 struct m0_host;
-struct m0_loop;
+struct m0_hctx;
 struct m0_pgbus;
 
 /*
@@ -103,7 +103,7 @@ static inline void m0__histogram_note(struct m0_histogram *h, uint64_t us)
 }
 
 /*
- * What one loop counts for the metrics, beyond the counters struct m0_loop always kept: written
+ * What one loop counts for the metrics, beyond the counters struct m0_hctx always kept: written
  * by the loop's own thread only, and only while the metrics are on (a metrics socket or
  * M0_METRICS), read by the metrics thread at each scrape.
  */

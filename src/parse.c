@@ -60,7 +60,7 @@ static int expectation(const llhttp_t *p, const char *head, size_t hl)
 static int body_ahead(struct m0_conn *c, char *head, size_t hl)
 {
         llhttp_t *p = &c->parser;
-        struct m0_loop *l = c->loop;
+        struct m0_hctx *l = c->loop;
         m0__read_begin(c, M0_TIMER_BODY);
         m0__wait_read(c);
         int expect = expectation(p, head, hl);
@@ -97,7 +97,7 @@ static int body_ahead(struct m0_conn *c, char *head, size_t hl)
 static int on_headers_complete(llhttp_t *p)
 {
         struct m0_conn *c = p->data;
-        struct m0_loop *l = c->loop;
+        struct m0_hctx *l = c->loop;
         const struct m0_config *cfg = &l->host->cfg;
         size_t hl = 0;
         /* The head is contiguous in the buffer being parsed: it is never dropped while in PH_HEAD. */
@@ -177,9 +177,9 @@ static void tail_note(struct m0_conn *c, const char *p, size_t n)
 
 void m0__slice_begin(struct m0_conn *c)
 {
-        struct m0_loop *l = c->loop;
+        struct m0_hctx *l = c->loop;
         l->slice_left = l->host->cfg.slice_requests;
-        l->turn_served = true;
+        l->loop.turn_served = true;
 }
 
 /*
@@ -187,11 +187,11 @@ void m0__slice_begin(struct m0_conn *c)
  * once it ran one, past the turn's budget (which then ends the slice too). The first request of
  * a slice always runs, so that a turn makes progress whatever its budget.
  */
-static bool slice_goes_on(struct m0_loop *l)
+static bool slice_goes_on(struct m0_hctx *l)
 {
         if (l->slice_left == 0)
                 return false;
-        if (l->slice_left < l->host->cfg.slice_requests && m0__turn_spent(l)) {
+        if (l->slice_left < l->host->cfg.slice_requests && m0__turn_spent(&l->loop)) {
                 l->slice_left = 0;
                 return false;
         }
@@ -200,7 +200,7 @@ static bool slice_goes_on(struct m0_loop *l)
 
 size_t m0__conn_parse(struct m0_conn *c, char *base, size_t len, size_t pos)
 {
-        struct m0_loop *l = c->loop;
+        struct m0_hctx *l = c->loop;
         const struct m0_config *cfg = &l->host->cfg;
         l->cur_base = base;
         l->cur_len = len;

@@ -12,9 +12,12 @@
 #include "log.h"
 #include "route.h"
 
-int m0__pool_init(struct m0_pool *p, struct m0_loop *l, int nthreads)
+int m0__pool_init(struct m0_pool *p, struct m0_hctx *l, int nthreads, m0_msg_fn *back,
+                  m0_msg_fn *drop)
 {
         memset(p, 0, sizeof(*p));
+        p->back = back;
+        p->drop = drop;
         pthread_mutex_init(&p->lock, NULL);
         pthread_cond_init(&p->cond, NULL);
         p->nthreads = nthreads;
@@ -150,7 +153,7 @@ static struct m0_job *next_job(struct m0_pool *p)
 /* Run one job with this thread's handler state and post it back to its loop (P1, P2). */
 static void run_job(struct m0_pool_thread *t, struct m0_job *job)
 {
-        struct m0_loop *l = t->loop;
+        struct m0_hctx *l = t->loop;
         struct m0_host *h = l->host;
         job->req.thread = t->index;
         m0__thread_request_set(h, job->req.method, job->req.path);
@@ -175,10 +178,8 @@ static void run_job(struct m0_pool_thread *t, struct m0_job *job)
                 m0__job_free(job);
                 return;
         }
-        m->kind = M0_MSG_JOB;
-        m->fd = -1;
-        m->job = job;
-        (void)m0__loop_post(l, m);
+        *m = (struct m0_msg){.handle = l->pool.back, .drop = l->pool.drop, .fd = -1, .arg = job};
+        (void)m0__loop_post(&l->loop, m);
 }
 
 /* The pool thread: build the handler, wait at the barrier, then run jobs until stopped. */

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "list.h"
+#include "loop.h"
 #include "m0.h"
 #include "metrics.h"
 #include "request.h"
@@ -15,14 +16,14 @@
 #include "thread.h"
 
 struct m0_conn;
-struct m0_loop;
+struct m0_hctx;
 
 /* A blocking request on its way to a pool thread and back (P1). Owned by the pool while queued
  * and running, by the loop once posted back. */
 struct m0_job {
         struct m0_link link; /* on the pool's queue */
         struct m0_conn *conn;
-        struct m0_loop *loop;
+        struct m0_hctx *loop;
         m0_handler_fn fn;
         bool is_head;
         enum m0_conn_mode conn_mode; /* what its answer says of the connection (H7) */
@@ -34,7 +35,7 @@ struct m0_job {
 
 /* One pool thread of one loop. */
 struct m0_pool_thread {
-        struct m0_loop *loop;
+        struct m0_hctx *loop;
         int index;
         struct m0_thread thread;
 };
@@ -50,9 +51,14 @@ struct m0_pool {
         bool stop;
         int nthreads;
         struct m0_pool_thread *threads;
+        /* A job's way back: the message its loop handles it with, or drops it with when the
+         * loop ended first (its HTTP context's). */
+        m0_msg_fn *back;
+        m0_msg_fn *drop;
 };
 
-int m0__pool_init(struct m0_pool *p, struct m0_loop *l, int nthreads);
+int m0__pool_init(struct m0_pool *p, struct m0_hctx *l, int nthreads, m0_msg_fn *back,
+                  m0_msg_fn *drop);
 /* Free what the pool holds, queued jobs included, once its threads are gone. */
 void m0__pool_destroy(struct m0_pool *p);
 /* Queue `job` for the loop's pool (the loop's thread). */

@@ -45,8 +45,8 @@ static void watchdog_check(struct m0_host *h, struct m0_producer *p)
 {
         bool all = true;
         for (int i = 0; i < h->nloops; i++) {
-                struct m0_loop *l = &h->loops[i];
-                uint64_t beat = atomic_load_explicit(&l->heartbeat, memory_order_relaxed);
+                struct m0_hctx *l = &h->loops[i];
+                uint64_t beat = atomic_load_explicit(&l->loop.heartbeat, memory_order_relaxed);
                 if (beat != p->beats[i]) {
                         p->beats[i] = beat;
                         p->stuck[i] = false;
@@ -85,7 +85,8 @@ void *m0__producer_main(void *arg)
         uint64_t next_wd = wd_half ? now + wd_half : UINT64_MAX;
         /* The first look only records where every loop is; judging starts half an interval on. */
         for (int i = 0; wd_half && i < h->nloops; i++)
-                p->beats[i] = atomic_load_explicit(&h->loops[i].heartbeat, memory_order_relaxed);
+                p->beats[i] =
+                        atomic_load_explicit(&h->loops[i].loop.heartbeat, memory_order_relaxed);
         while (!atomic_load(&p->stop)) {
                 now = now_us();
                 if (stepping && now >= next_step) {

@@ -7,7 +7,7 @@
 #include <strings.h>
 
 #include "http.h"
-#include "loop.h"
+#include "hctx.h"
 #include "response.h"
 
 #define RES_MAX_HEADERS 64
@@ -86,10 +86,10 @@ static char *utoa_rev(char *end, uint64_t v)
         return end;
 }
 
-int m0__res_serialize(struct m0_loop *l, const struct m0_res *res, bool head_only,
+int m0__res_serialize(struct m0_hctx *l, const struct m0_res *res, bool head_only,
                       enum m0_conn_mode conn, struct m0_buf *out)
 {
-        int r = m0__buf_reserve(out, 160 + l->date_len + res->head.len +
+        int r = m0__buf_reserve(out, 160 + l->loop.date_len + res->head.len +
                                              (head_only ? 0 : res->body.len));
         if (r < 0)
                 return r;
@@ -97,8 +97,8 @@ int m0__res_serialize(struct m0_loop *l, const struct m0_res *res, bool head_onl
         if (r < 0)
                 return r;
         char *p = out->data + out->len;
-        memcpy(p, l->date, l->date_len);
-        p += l->date_len;
+        memcpy(p, l->loop.date, l->loop.date_len);
+        p += l->loop.date_len;
         /* 1xx, 204 and 304 carry no Content-Length (RFC 9110 8.6); everything else does. */
         bool no_len = res->status == 204 || res->status == 304 || res->status < 200;
         if (!no_len) {

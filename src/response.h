@@ -9,7 +9,7 @@
 #include "buf.h"
 #include "m0.h"
 
-struct m0_loop;
+struct m0_hctx;
 
 struct m0_res {
         bool stream;         /* m0_res_stream() or m0_res_subscribe() was called on a loop */
@@ -32,7 +32,7 @@ enum m0_conn_mode {
 
 void m0__res_reset(struct m0_res *res);
 /* Serialize status line, host headers, app headers and (unless head_only) the body into out. */
-int m0__res_serialize(struct m0_loop *l, const struct m0_res *res, bool head_only,
+int m0__res_serialize(struct m0_hctx *l, const struct m0_res *res, bool head_only,
                       enum m0_conn_mode conn, struct m0_buf *out);
 const char *m0__status_reason(int status);
 

@@ -178,9 +178,7 @@ static void replayed(void *ud, const struct m0_pgbus_replayed *r)
         }
         struct m0_msg *m = t->msg;
         t->msg = NULL; /* the loop frees the message, and then `t` */
-        m->kind = M0_MSG_REPLAY;
-        m->fd = -1;
-        m->replay = t;
+        *m = (struct m0_msg){.handle = t->back, .drop = t->drop, .fd = -1, .arg = t};
         (void)m0__loop_post(t->loop, m);
 }
 

@@ -11,10 +11,10 @@
 #include <stdint.h>
 
 #include "bus.h"
+#include "loop.h"
 
 struct m0_conn;
 struct m0_host;
-struct m0_loop;
 struct m0_msg;
 
 /* The coordinator's and the bus thread's common state. */
@@ -33,9 +33,11 @@ struct m0_shared {
  * thread writes the answer and posts `msg`, after which only the loop touches it again.
  */
 struct m0_treplay {
-        struct m0_loop *loop;
-        struct m0_conn *c; /* the stream; NULL once it ended (the loop's) */
-        uint64_t after;    /* its Last-Event-ID */
+        struct m0_loop *loop; /* the stream's loop, and the message its answer comes back as */
+        m0_msg_fn *back;      /* ... handled by */
+        m0_msg_fn *drop;      /* ... or dropped by, when the loop ended first */
+        struct m0_conn *c;    /* the stream; NULL once it ended (the loop's) */
+        uint64_t after;       /* its Last-Event-ID */
         struct m0_msg *msg;
         struct m0_fvec held; /* frames that reached the stream meanwhile, in order (the loop's) */
         size_t held_bytes;
@@ -62,7 +64,7 @@ int m0__shared_start(struct m0_host *h, char *err, size_t err_len);
  */
 void m0__shared_notify_ready(struct m0_host *h, char *st, size_t len);
 /* Ask the table for `t`'s replay of `pats` (exact names, "prefix*"); the answer is posted to
- * t->loop as M0_MSG_REPLAY. 0, or -errno (the bus's refusals; nothing is posted). A loop. */
+ * t->loop, handled by t->back. 0, or -errno (the bus's refusals; nothing is posted). A loop. */
 int m0__shared_replay(struct m0_host *h, struct m0_treplay *t, const char *const *pats, size_t n);
 /* Free a replay whose stream is gone or served. Accepts NULL. */
 void m0__treplay_free(struct m0_treplay *t);

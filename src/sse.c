@@ -67,7 +67,7 @@ int m0_res_subscribe(m0_res *res, const char *channel)
         return 0;
 }
 
-static void link_stream(struct m0_loop *l, struct m0_conn *c)
+static void link_stream(struct m0_hctx *l, struct m0_conn *c)
 {
         m0__list_push(&l->streams, &c->slink);
         if (l->observe & M0_OBSERVE_METRICS)
@@ -78,7 +78,7 @@ void m0__sse_unlink(struct m0_conn *c)
 {
         if (!c->stream)
                 return;
-        struct m0_loop *l = c->loop;
+        struct m0_hctx *l = c->loop;
         for (uint16_t i = 0; i < c->nsubs; i++) {
                 struct m0_follow *f = m0__subs_remove(&l->subs, &c->subs[i]);
                 if (!f)
@@ -123,7 +123,7 @@ static bool last_event_id(const m0_req *req, uint64_t *ret)
         return true;
 }
 
-int m0__sse_head(struct m0_loop *l, const m0_res *res, bool close, struct m0_buf *w)
+int m0__sse_head(struct m0_hctx *l, const m0_res *res, bool close, struct m0_buf *w)
 {
         static const char head[] = "HTTP/1.1 200 OK\r\nServer: m0\r\n";
         static const char kind[] = "Content-Type: text/event-stream\r\n"
@@ -132,7 +132,7 @@ int m0__sse_head(struct m0_loop *l, const m0_res *res, bool close, struct m0_buf
         static const char conn_close[] = "Connection: close\r\n";
         int r = m0__buf_append(w, head, sizeof(head) - 1);
         if (r == 0)
-                r = m0__buf_append(w, l->date, l->date_len);
+                r = m0__buf_append(w, l->loop.date, l->loop.date_len);
         if (r == 0)
                 r = m0__buf_append(w, kind, sizeof(kind) - 1);
         if (r == 0)
@@ -163,7 +163,7 @@ static struct m0_key key_of(const char *name)
 static int follow_all(struct m0_conn *c, const m0_res *res, bool replay, uint64_t after,
                       struct m0_fvec *out, struct m0_subscribed *ret)
 {
-        struct m0_loop *l = c->loop;
+        struct m0_hctx *l = c->loop;
         c->subs = calloc(res->nchans ? res->nchans : 1, sizeof(*c->subs));
         struct m0_key *keys = calloc(2 * (size_t)(res->nchans ? res->nchans : 1), sizeof(*keys));
         if (!c->subs || !keys) {
@@ -196,12 +196,12 @@ static int follow_all(struct m0_conn *c, const m0_res *res, bool replay, uint64_
 }
 
 /* A Last-Event-ID past the newest id (N3): counted, and said at most once a second per loop. */
-static void note_ahead(struct m0_loop *l, uint64_t after, uint64_t last)
+static void note_ahead(struct m0_hctx *l, uint64_t after, uint64_t last)
 {
         l->replays_ahead++;
-        if (l->ahead_logged_ms && l->now_ms < l->ahead_logged_ms + 1000)
+        if (l->ahead_logged_ms && l->loop.now_ms < l->ahead_logged_ms + 1000)
                 return;
-        l->ahead_logged_ms = l->now_ms ? l->now_ms : 1;
+        l->ahead_logged_ms = l->loop.now_ms ? l->loop.now_ms : 1;
         m0__log(M0_LOG_NOTICE, l->index, NULL,
                 "a stream's Last-Event-ID %llu is past the newest id %llu: everything kept of its "
                 "channels is replayed (%llu such stream%s on loop %d so far)",
@@ -210,7 +210,7 @@ static void note_ahead(struct m0_loop *l, uint64_t after, uint64_t last)
 }
 
 /* The stream's first bytes (S1, H9): `: open`, then the reconnection delay. */
-static int first_bytes(struct m0_loop *l, struct m0_buf *w)
+static int first_bytes(struct m0_hctx *l, struct m0_buf *w)
 {
         static const char open[] = ": open\n\n";
         int r = m0__buf_append(w, open, sizeof(open) - 1);
@@ -221,7 +221,7 @@ static int first_bytes(struct m0_loop *l, struct m0_buf *w)
 
 void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res)
 {
-        struct m0_loop *l = c->loop;
+        struct m0_hctx *l = c->loop;
         struct m0_buf *w = &l->wbuf;
         int r = m0__sse_head(l, res, false, w);
         if (r == 0)
@@ -288,7 +288,7 @@ static void close_if_behind(void *ud, struct m0_sub *sub)
 
 /* Every stream behind `last` that follows any channel: when more channels were refused than
  * the queue could name, a superset of those that would miss a frame. */
-static unsigned close_all_behind(struct m0_loop *l, uint64_t last)
+static unsigned close_all_behind(struct m0_hctx *l, uint64_t last)
 {
         unsigned closed = 0;
         for (struct m0_conn *c = FIRST_STREAM(l), *next; c; c = next) {
@@ -302,11 +302,11 @@ static unsigned close_all_behind(struct m0_loop *l, uint64_t last)
         return closed;
 }
 
-static void log_full(struct m0_loop *l, const struct m0_refusal *r, unsigned closed)
+static void log_full(struct m0_hctx *l, const struct m0_refusal *r, unsigned closed)
 {
-        if (l->chan_logged_ms && l->now_ms < l->chan_logged_ms + 1000)
+        if (l->chan_logged_ms && l->loop.now_ms < l->chan_logged_ms + 1000)
                 return;
-        l->chan_logged_ms = l->now_ms ? l->now_ms : 1;
+        l->chan_logged_ms = l->loop.now_ms ? l->loop.now_ms : 1;
         char dropped[96] = "";
         if (r->dropped)
                 snprintf(dropped, sizeof(dropped), "; %llu transient frame%s dropped",
@@ -332,7 +332,7 @@ static void log_full(struct m0_loop *l, const struct m0_refusal *r, unsigned clo
  * replay store, rather than going on past a hole. A transient frame is not replayed: losing one
  * closes nothing. Logged at most once a second per loop; the exit line counts them all.
  */
-static void close_behind(struct m0_loop *l, struct m0_refusal *r)
+static void close_behind(struct m0_hctx *l, struct m0_refusal *r)
 {
         unsigned closed = 0;
         if (r->all) {
@@ -357,9 +357,21 @@ static void close_behind(struct m0_loop *l, struct m0_refusal *r)
 
 /* ---- a replay from the shared bus's table (G4, D95) ---- */
 
+/* The table's answer came back to the stream's loop, or the loop ended first. */
+static void replay_back(struct m0_loop *el, struct m0_msg *m)
+{
+        m0__sse_replayed(m0__hctx_of(el), m->arg);
+}
+
+static void replay_drop(struct m0_loop *el, struct m0_msg *m)
+{
+        (void)el;
+        m0__treplay_free(m->arg);
+}
+
 int m0__sse_ask_table(struct m0_conn *c, uint64_t after)
 {
-        struct m0_loop *l = c->loop;
+        struct m0_hctx *l = c->loop;
         struct m0_treplay *t = calloc(1, sizeof(*t));
         char **pats = calloc(c->nsubs ? c->nsubs : 1, sizeof(*pats));
         int r = t && pats ? 0 : -ENOMEM;
@@ -373,7 +385,9 @@ int m0__sse_ask_table(struct m0_conn *c, uint64_t after)
                                  k->prefix ? "*" : "");
         }
         if (r == 0) {
-                t->loop = l;
+                t->loop = &l->loop;
+                t->back = replay_back;
+                t->drop = replay_drop;
                 t->c = c;
                 t->after = after;
                 r = m0__shared_replay(l->host, t, (const char *const *)pats, n);
@@ -421,7 +435,7 @@ static bool send_frame(struct m0_conn *c, const struct m0_frame *f, uint64_t *se
         return m0__conn_send(c, f->bytes + f->start, f->end - f->start) == 0;
 }
 
-void m0__sse_replayed(struct m0_loop *l, struct m0_treplay *t)
+void m0__sse_replayed(struct m0_hctx *l, struct m0_treplay *t)
 {
         struct m0_conn *c = t->c;
         if (!c) {
@@ -479,7 +493,7 @@ static void deliver_one(void *ud, struct m0_sub *sub)
                 (void)send_frame(c, f, &d->sent);
 }
 
-bool m0__sse_deliver(struct m0_loop *l)
+bool m0__sse_deliver(struct m0_hctx *l)
 {
         struct m0_bus *b = &l->host->bus;
         for (;;) {
@@ -500,12 +514,12 @@ bool m0__sse_deliver(struct m0_loop *l)
                         close_behind(l, &refused);
                 if (n < TAKE_BATCH)
                         return false;
-                if (!m0__turn_take(l))
+                if (!m0__turn_take(&l->loop))
                         return true; /* the rest waits for its place on the run queue (D85) */
         }
 }
 
-void m0__sse_heartbeat(struct m0_loop *l)
+void m0__sse_heartbeat(struct m0_hctx *l)
 {
         static const char hb[] = ": heartbeat\n\n";
         for (struct m0_conn *c = FIRST_STREAM(l), *next; c; c = next) {
@@ -514,7 +528,7 @@ void m0__sse_heartbeat(struct m0_loop *l)
         }
 }
 
-void m0__sse_farewell(struct m0_loop *l)
+void m0__sse_farewell(struct m0_hctx *l)
 {
         static const char bye[] = ": bye\n\n";
         struct m0_conn *c;
@@ -540,15 +554,12 @@ void m0__bus_wake_loops(void *ud, const uint64_t *mask)
         struct m0_host *h = ud;
         /* A loop publishing itself delivers after the connection it serves, or at the end of
          * its turn at the latest (D44): its own eventfd needs no write. */
-        struct m0_loop *self = m0__thread_loop_self();
+        struct m0_hctx *self = m0__thread_loop_self();
         for (int i = 0; i < h->nloops; i++) {
-                struct m0_loop *l = &h->loops[i];
+                struct m0_hctx *l = &h->loops[i];
                 if (!(mask[i / 64] & (UINT64_C(1) << (i % 64))))
                         continue;
-                if (!atomic_exchange(&l->bus_pending, true) && l != self) {
-                        uint64_t one = 1;
-                        ssize_t w = write(l->mb_fd, &one, sizeof(one));
-                        (void)w; /* EAGAIN: the counter is already non-zero, the loop wakes */
-                }
+                if (!atomic_exchange(&l->bus_pending, true) && l != self)
+                        m0__loop_wake(&l->loop);
         }
 }

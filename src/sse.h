@@ -11,12 +11,12 @@
 
 struct m0_buf;
 struct m0_conn;
-struct m0_loop;
+struct m0_hctx;
 struct m0_treplay;
 
 /* A stream's head (status line, the host's and the app's headers, the blank line) into `w`;
  * `close` adds Connection: close. Alone, it answers a HEAD on a stream route (H6). */
-int m0__sse_head(struct m0_loop *l, const m0_res *res, bool close, struct m0_buf *w);
+int m0__sse_head(struct m0_hctx *l, const m0_res *res, bool close, struct m0_buf *w);
 /* After the handler called m0_res_stream() or m0_res_subscribe(): the stream's head and first
  * bytes, its channels in the loop's index, the replay. */
 void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res);
@@ -24,13 +24,13 @@ void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res);
  * live frames for `c` are held. 0, or -errno (the stream is to end). */
 int m0__sse_ask_table(struct m0_conn *c, uint64_t after);
 /* The table's answer (M0_MSG_REPLAY): the rows, then what was held, then live; `t` is freed. */
-void m0__sse_replayed(struct m0_loop *l, struct m0_treplay *t);
+void m0__sse_replayed(struct m0_hctx *l, struct m0_treplay *t);
 /* A publish woke this loop: deliver the new frames to its streams, a take of them (up to 64) per
  * item of the turn (D85). True when the turn ran out with frames still waiting. */
-bool m0__sse_deliver(struct m0_loop *l);
-void m0__sse_heartbeat(struct m0_loop *l);
+bool m0__sse_deliver(struct m0_hctx *l);
+void m0__sse_heartbeat(struct m0_hctx *l);
 /* The drain: ": bye" to every stream, then close. */
-void m0__sse_farewell(struct m0_loop *l);
+void m0__sse_farewell(struct m0_hctx *l);
 /* `c` stops being one of its loop's streams (it is closing). */
 void m0__sse_unlink(struct m0_conn *c);
 /* The bus's wake-up (any thread): flag each loop of `mask` once, and poke its mailbox. */

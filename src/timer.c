@@ -4,7 +4,7 @@
 #include "conn.h"
 #include "host.h"
 
-static uint32_t class_ms(const struct m0_loop *l, enum m0_timer_class cls)
+static uint32_t class_ms(const struct m0_hctx *l, enum m0_timer_class cls)
 {
         const struct m0_config *cfg = &l->host->cfg;
         switch (cls) {
@@ -18,27 +18,13 @@ static uint32_t class_ms(const struct m0_loop *l, enum m0_timer_class cls)
 
 void m0__timer_unlink(struct m0_conn *c)
 {
-        if (c->tcls == M0_TIMER_NONE)
-                return;
-        m0__list_unlink(&c->loop->timers[c->tcls], &c->tlink);
-        c->tcls = M0_TIMER_NONE;
+        m0__timer_unfile(&c->loop->loop, &c->timer);
 }
 
-/*
- * Put `c` in class `cls` at `deadline`, keeping the class in deadline order. A deadline counted
- * from now goes at the tail at once; a head or body deadline restored after an answer went out
- * (m0__wait_read) is older, and steps back past the few entries that are later.
- */
+/* File `c` in class `cls` at `deadline` (the loop keeps each class in deadline order). */
 static void timer_set_at(struct m0_conn *c, enum m0_timer_class cls, uint64_t deadline)
 {
-        m0__timer_unlink(c);
-        struct m0_list *q = &c->loop->timers[cls];
-        struct m0_link *before = q->tail;
-        while (before && M0__CONTAINER_OF(before, struct m0_conn, tlink)->deadline > deadline)
-                before = before->prev;
-        c->tcls = cls;
-        c->deadline = deadline;
-        m0__list_insert_after(q, before, &c->tlink);
+        m0__timer_file(&c->loop->loop, &c->timer, (uint8_t)cls, deadline);
 }
 
 void m0__timer_set(struct m0_conn *c, enum m0_timer_class cls)
@@ -46,7 +32,7 @@ void m0__timer_set(struct m0_conn *c, enum m0_timer_class cls)
         if (cls == M0_TIMER_NONE)
                 m0__timer_unlink(c);
         else
-                timer_set_at(c, cls, c->loop->now_ms + class_ms(c->loop, cls));
+                timer_set_at(c, cls, c->loop->loop.now_ms + class_ms(c->loop, cls));
 }
 
 /*
@@ -57,18 +43,18 @@ void m0__timer_set(struct m0_conn *c, enum m0_timer_class cls)
 void m0__read_begin(struct m0_conn *c, enum m0_timer_class cls)
 {
         c->read_cls = (uint8_t)cls;
-        c->read_deadline = c->loop->now_ms + class_ms(c->loop, cls);
+        c->read_deadline = c->loop->loop.now_ms + class_ms(c->loop, cls);
 }
 
 void m0__wait_read(struct m0_conn *c)
 {
-        if (c->tcls != c->read_cls || c->deadline != c->read_deadline)
+        if (c->timer.cls != c->read_cls || c->timer.deadline != c->read_deadline)
                 timer_set_at(c, c->read_cls, c->read_deadline);
 }
 
 void m0__wait_write(struct m0_conn *c)
 {
-        uint64_t stall = c->loop->now_ms + class_ms(c->loop, M0_TIMER_WRITE);
+        uint64_t stall = c->loop->loop.now_ms + class_ms(c->loop, M0_TIMER_WRITE);
         if (c->read_deadline && !c->closing && c->read_deadline < stall)
                 m0__wait_read(c);
         else
@@ -77,10 +63,10 @@ void m0__wait_write(struct m0_conn *c)
 
 uint64_t m0__conn_deadline(const struct m0_conn *c)
 {
-        return c->deadline;
+        return c->timer.deadline;
 }
 
 struct m0_conn *m0__conn_timer_next(const struct m0_conn *c)
 {
-        return M0__LIST_NEXT(c, struct m0_conn, tlink);
+        return M0__LIST_NEXT(c, struct m0_conn, timer.link);
 }
