@@ -10,7 +10,7 @@
 #include "bus.h"
 #include "m0.h"
 #include "pgbus.h"
-#include "store.h"
+#include "fdstore-log.h"
 
 /*
  * Every event takes one path, m0__bus_deliver's, once it has its id: a local publish takes the

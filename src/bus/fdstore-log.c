@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* store.c: the event ids and the replay store's channels in a memfd kept in systemd's fd store
+/* fdstore-log.c: the event ids and the replay store's channels in a memfd kept in systemd's fd store
  * (B4, N6): a log of the kept frames, appended as they are published. */
 #include <errno.h>
 #include <stdio.h>
@@ -13,7 +13,7 @@
 
 #include "bus.h"
 #include "host.h"
-#include "store.h"
+#include "fdstore-log.h"
 
 /*
  * Layout of the memfd (native endianness: only this host on this machine reads it back), D77:

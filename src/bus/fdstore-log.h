@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* store.h: store.c, the event ids and the replay store's channels in a memfd kept in systemd's fd
+/* fdstore-log.h: fdstore-log.c, the event ids and the replay store's channels in a memfd kept in systemd's fd
  * store (B4, N6). */
 #ifndef M0_STORE_H
 #define M0_STORE_H

@@ -16,7 +16,7 @@
 #include "bus.h"
 #include "lease.h"
 #include "log.h"
-#include "store.h"
+#include "fdstore-log.h"
 #include "util.h"
 
 /*

@@ -7,7 +7,7 @@
 
 #include "bus.h"
 #include "replay.h"
-#include "store.h"
+#include "fdstore-log.h"
 
 /*
  * What malloc adds to each allocation (glibc: a 16-byte header, 16-byte alignment): charged per

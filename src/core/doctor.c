@@ -12,7 +12,7 @@
 #include "doctor.h"
 #include "host.h"
 #include "json.h"
-#include "store.h"
+#include "fdstore-log.h"
 
 /* A string of any bytes as a JSON value: valid UTF-8 whatever the bytes (D1, D47). */
 static json_t *str(const char *s)

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "checks.h"
+#include "preflight.h"
 
 struct m0_host;
 

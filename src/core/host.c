@@ -13,14 +13,14 @@
 #include <systemd/sd-daemon.h>
 
 #include "caps.h"
-#include "checks.h"
+#include "preflight.h"
 #include "crash.h"
 #include "doctor.h"
 #include "host.h"
 #include "log.h"
 #include "notify.h"
 #include "sse.h"
-#include "store.h"
+#include "fdstore-log.h"
 
 extern char **environ;
 

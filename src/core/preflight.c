@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* checks.c: the one list of host checks that both serving and the doctor read (R1, R2). */
+/* preflight.c: the one list of host checks that both serving and the doctor read (R1, R2). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,7 +7,7 @@
 
 #include "accesslog.h"
 #include "activation.h"
-#include "checks.h"
+#include "preflight.h"
 #include "host.h"
 #include "pgbus.h"
 #include "util.h"

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* checks.h: checks.c, the one list of checks serving and the doctor both run (R2, D1). */
+/* preflight.h: preflight.c, the one list of checks serving and the doctor both run (R2, D1). */
 #ifndef M0_CHECKS_H
 #define M0_CHECKS_H
 

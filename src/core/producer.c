@@ -8,7 +8,7 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "handler.h"
+#include "lifecycle.h"
 #include "host.h"
 #include "log.h"
 #include "notify.h"

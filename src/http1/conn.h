@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* conn.h: one connection on its loop: its transport (transport.h, LY2), the protocol that reads
  * requests from it (struct m0_proto_ops, LY3: HTTP/1.1 today), and the HTTP/1.1 state, with the
- * files that touch it: conn.c (its lifetime, reads and writes), timer.c (its deadlines), parse.c
- * (llhttp and the requests it finds) and answer.c (routing, handlers, the answer). sse.c,
+ * files that touch it: conn.c (its lifetime, reads and writes), deadlines.c (its deadlines), llhttp-driver.c
+ * (llhttp and the requests it finds) and dispatch.c (routing, handlers, the answer). sse.c,
  * accesslog.c and hctx.c reach it too. */
 #ifndef M0_CONN_H
 #define M0_CONN_H
@@ -38,7 +38,7 @@ enum m0_phase {
 /*
  * A protocol (LY3): what turns a transport's bytes into requests and answers. The connection
  * calls it for its events; HTTP/2 and WebSocket plug in here. Every protocol hands the app the
- * same m0_req/m0_res (answer.c).
+ * same m0_req/m0_res (dispatch.c).
  */
 struct m0_proto_ops {
         const char *name;
@@ -89,7 +89,7 @@ struct m0_conn {
         size_t out_off;
         uint32_t nreq;
 
-        /* Its timer (timer.c): filed in a class (enum m0_timer_class) of the loop's timers, at a
+        /* Its timer (deadlines.c): filed in a class (enum m0_timer_class) of the loop's timers, at a
          * deadline. Its link is on the context's `dead` once the connection is closed. */
         struct m0_timer timer;
         /* The deadline of the head or body being read (H2), 0 when none is; `read_cls` is
@@ -147,7 +147,7 @@ void m0__conn_end(struct m0_conn *c);
 /* The answers queued in the loop's wbuf go out, and `c` goes on with the bytes it holds. */
 void m0__conn_resume(struct m0_conn *c);
 
-/* ---- timer.c: the connection's deadlines, filed in the loop's timer lists (D6, D53) ---- */
+/* ---- deadlines.c: the connection's deadlines, filed in the loop's timer lists (D6, D53) ---- */
 
 /* File `c` under class `cls`, its deadline counted from now; M0_TIMER_NONE unfiles it. */
 void m0__timer_set(struct m0_conn *c, enum m0_timer_class cls);
@@ -164,7 +164,7 @@ uint64_t m0__conn_deadline(const struct m0_conn *c);
 /* The connection after `c` in its timer class, or NULL. */
 struct m0_conn *m0__conn_timer_next(const struct m0_conn *c);
 
-/* ---- parse.c: llhttp over the connection's bytes, and each request it completes ---- */
+/* ---- llhttp-driver.c: llhttp over the connection's bytes, and each request it completes ---- */
 
 /* Set up `c`'s parser with m0's callbacks (H1: no lenient flag). */
 void m0__parser_init(struct m0_conn *c);
@@ -177,7 +177,7 @@ void m0__slice_begin(struct m0_conn *c);
  */
 size_t m0__conn_parse(struct m0_conn *c, char *base, size_t len, size_t pos);
 
-/* ---- answer.c: the one path from a complete request to its answer ---- */
+/* ---- dispatch.c: the one path from a complete request to its answer ---- */
 
 /* What routing reads of a request (T1, Q5, Q6): its method and path, and its fields, from the
  * loop's indexed request or, for a request with a body at headers-complete, from its head. */
@@ -212,7 +212,7 @@ void m0__route_decide(const struct m0_host *h, const struct m0_rview *v, m0_req 
 void m0__route_answer(struct m0_conn *c, const struct m0_rview *v, const struct m0_decision *d,
                       bool is_head, enum m0_conn_mode conn);
 
-/* The request parse.c just completed: route it, run its handler on the loop or hand it to the
+/* The request llhttp-driver.c just completed: route it, run its handler on the loop or hand it to the
  * pool, and queue its answer in the loop's wbuf. */
 void m0__conn_dispatch(struct m0_conn *c);
 /* Refuse the request being read with `status`, Connection: close, and read no further. */

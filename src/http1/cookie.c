@@ -8,7 +8,7 @@
 #include <strings.h>
 
 #include "cookie.h"
-#include "http.h"
+#include "head-checks.h"
 #include "request.h"
 
 /* Bounds browsers hold cookies to (RFC 6265 6.1, RFC 6265bis 5.6): past them a cookie or an

@@ -8,7 +8,7 @@
 
 #include "buf.h"
 #include "cors.h"
-#include "http.h"
+#include "head-checks.h"
 
 static int refuse(struct m0_cors_c *c, const char *fix, const char *fmt, ...) M0_PRINTF(3, 4);
 static int refuse(struct m0_cors_c *c, const char *fix, const char *fmt, ...)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* timer.c: a connection's deadlines, each class a FIFO of the loop's kept in deadline order (D6,
+/* deadlines.c: a connection's deadlines, each class a FIFO of the loop's kept in deadline order (D6,
  * D53). */
 #include "conn.h"
 #include "host.h"

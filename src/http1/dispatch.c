@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* answer.c: the one path from a request to its answer: route it (T1-T3, Q5, Q6), then run its
+/* dispatch.c: the one path from a request to its answer: route it (T1-T3, Q5, Q6), then run its
  * handler on the loop or hand it to the pool, or make the host's own answer; and queue what it
  * answered (H4, H7, P1, S1, H6, X1). */
 #include <errno.h>
@@ -11,7 +11,7 @@
 #include "crash.h"
 #include "error.h"
 #include "host.h"
-#include "http.h"
+#include "head-checks.h"
 #include "log.h"
 #include "route.h"
 #include "sse.h"

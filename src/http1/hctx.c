@@ -12,11 +12,11 @@
 
 #include "accept.h"
 #include "conn.h"
-#include "handler.h"
+#include "lifecycle.h"
 #include "hctx.h"
 #include "host.h"
 #include "log.h"
-#include "shared.h"
+#include "attach.h"
 #include "sse.h"
 
 static void hctx_woken(struct m0_loop *el);

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* http.c: the request head as H3 allows it, checked byte by byte whatever llhttp let through. */
+/* head-checks.c: the request head as H3 allows it, checked byte by byte whatever llhttp let through. */
 #include <errno.h>
 #include <string.h>
 #include <strings.h>
 
 #include "config.h"
-#include "http.h"
+#include "head-checks.h"
 #include "request.h"
 
 /* RFC 9110 tchar. */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* http.h: http.c, what H3 forbids in a request head and llhttp may let through, checked and
+/* head-checks.h: head-checks.c, what H3 forbids in a request head and llhttp may let through, checked and
  * indexed in one walk. */
 #ifndef M0_HTTP_H
 #define M0_HTTP_H

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* parse.c: llhttp over a connection's bytes (its callbacks, beside the loop that drives them), and
- * each request it completes handed to answer.c, within the connection's slice of the turn (H1,
+/* llhttp-driver.c: llhttp over a connection's bytes (its callbacks, beside the loop that drives them), and
+ * each request it completes handed to dispatch.c, within the connection's slice of the turn (H1,
  * H2, H3, D41). */
 #include <string.h>
 #include <strings.h>
 
 #include "conn.h"
 #include "host.h"
-#include "http.h"
+#include "head-checks.h"
 
 /* ---- llhttp's callbacks: they run inside llhttp_execute() on the loop's thread ---- */
 

@@ -7,7 +7,7 @@
 
 #include "crash.h"
 #include "error.h"
-#include "handler.h"
+#include "lifecycle.h"
 #include "host.h"
 #include "log.h"
 #include "route.h"

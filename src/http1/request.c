@@ -10,7 +10,7 @@
 #include <jansson.h>
 
 #include "cookie.h"
-#include "http.h"
+#include "head-checks.h"
 #include "request.h"
 
 const char *m0_version(void)

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "http.h"
+#include "head-checks.h"
 #include "hctx.h"
 #include "response.h"
 

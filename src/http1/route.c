@@ -12,7 +12,7 @@
 
 #include "config.h"
 #include "error.h"
-#include "http.h"
+#include "head-checks.h"
 #include "request.h"
 #include "response.h"
 #include "route.h"

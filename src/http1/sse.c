@@ -12,7 +12,7 @@
 #include "crash.h"
 #include "host.h"
 #include "log.h"
-#include "shared.h"
+#include "attach.h"
 #include "sse.h"
 #include "subs.h"
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* metrics.h: metrics.c and metrics-server.c, what operators watch (O1): the counters each loop
+/* metrics.h: metrics.c and server.c, what operators watch (O1): the counters each loop
  * keeps, their exposition in the OpenMetrics text format, and the thread that answers
  * GET /metrics on a socket of its own (D79, D80). */
 #ifndef M0_METRICS_H
@@ -141,7 +141,7 @@ int m0__metrics_render_pgbus(struct m0_pgbus *pg, enum m0_metrics_format f, stru
 /* A label value escaped as OpenMetrics wants it: backslash, double quote and line feed. */
 int m0__metrics_label_value(struct m0_buf *out, const char *v);
 
-/* ---- metrics-server.c: the thread answering GET /metrics ---- */
+/* ---- server.c: the thread answering GET /metrics ---- */
 
 struct m0_mconn;
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* metrics-server.c: the metrics thread: GET /metrics on the metrics sockets, one request per
+/* server.c: the metrics thread: GET /metrics on the metrics sockets, one request per
  * connection, every connection bounded in number, bytes and time, so that no client of the
  * metrics port can reach a loop (O1, D79). */
 #include <errno.h>
@@ -13,7 +13,7 @@
 
 #include "crash.h"
 #include "host.h"
-#include "http.h"
+#include "head-checks.h"
 #include "log.h"
 #include "metrics.h"
 #include "request.h"

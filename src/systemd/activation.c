@@ -15,7 +15,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "activation.h"
-#include "store.h"
+#include "fdstore-log.h"
 #include "util.h"
 
 static void describe(int fd, int family, char *out, size_t len)

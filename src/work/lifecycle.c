@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* handler.c: one lifecycle for every thread that serves with a handler state of the app's, and the
+/* lifecycle.c: one lifecycle for every thread that serves with a handler state of the app's, and the
  * make-barrier they all report to (L1, L3, R4). */
 #include <stdio.h>
 #include <string.h>
 
 #include "crash.h"
-#include "handler.h"
+#include "lifecycle.h"
 #include "host.h"
 
 void m0__barrier_init(struct m0_barrier *b)

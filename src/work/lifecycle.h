@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* handler.h: handler.c, one lifecycle for every thread that serves with a handler state of the
+/* lifecycle.h: lifecycle.c, one lifecycle for every thread that serves with a handler state of the
  * app's (a loop, a pool thread, the producer): built on that thread, reported to the
  * make-barrier, freed there at the end (L1, L3, R4). */
 #ifndef M0_HANDLER_H

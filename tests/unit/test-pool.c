@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "conn.h"
-#include "handler.h"
+#include "lifecycle.h"
 #include "host.h"
 #include "hctx.h"
 #include "pool.h"

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* shared.c: the bus shared through PostgreSQL attached to the host (G1–G4, D93–D97): the start
+/* attach.c: the bus shared through PostgreSQL attached to the host (G1–G4, D93–D97): the start
  * before READY=1, the table's events through m0__bus_deliver, replays from the table, STATUS=,
  * the stop. */
 #include <errno.h>
@@ -13,7 +13,7 @@
 #include "log.h"
 #include "notify.h"
 #include "pgbus.h"
-#include "shared.h"
+#include "attach.h"
 
 /*
  * The database is the one source of kept events (D93): m0_publish() of a kept event queues it

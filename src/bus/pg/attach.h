@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* shared.h: shared.c, the bus shared through PostgreSQL attached to the host: its start before
+/* attach.h: attach.c, the bus shared through PostgreSQL attached to the host: its start before
  * READY=1, every event from the table through the local bus's one path, replays from the table
  * for streams, STATUS=, and its stop within the drain's bound (G1–G4, D93–D97). */
 #ifndef M0_SHARED_H
