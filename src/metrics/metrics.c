@@ -12,30 +12,11 @@
 #include "metrics.h"
 #include "pgbus.h"
 
-/* The histograms' buckets: from 25 µs (ramp's /x/now is answered in ~10 µs) to 10 s (a pool
- * job), in 1-2.5-5 steps, 18 of them and +Inf (D80). */
-const uint32_t m0__bucket_us[M0__BUCKETS] = {
-        25,    50,    100,    250,    500,    1000,    2500,    5000,    10000,
-        25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000,
-};
-/* The same bounds as the `le` label shows them: seconds, in their shortest decimal form. */
+/* The histograms' buckets (m0__bucket_us, accesslog.c) as the `le` label shows them: seconds, in their shortest decimal form. */
 static const char *const bucket_le[M0__BUCKETS] = {
         "0.000025", "0.00005", "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01",
         "0.025",    "0.05",    "0.1",    "0.25",    "0.5",    "1",     "2.5",    "5",     "10",
 };
-
-enum m0_method_class m0__method_class(const char *m, size_t n)
-{
-        static const struct {
-                const char *name;
-                size_t len;
-        } names[M0_METHOD_OTHER] = {{"GET", 3},   {"HEAD", 4},   {"POST", 4},   {"PUT", 3},
-                                    {"PATCH", 5}, {"DELETE", 6}, {"OPTIONS", 7}};
-        for (int i = 0; i < M0_METHOD_OTHER; i++)
-                if (n == names[i].len && memcmp(m, names[i].name, n) == 0)
-                        return (enum m0_method_class)i;
-        return M0_METHOD_OTHER;
-}
 
 static const char *const method_label[M0__METHOD_CLASSES] = {
         "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "other",
