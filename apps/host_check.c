@@ -67,7 +67,7 @@ static int slow(m0_req *req, m0_res *res, void *state)
         long ms = 100;
         r = m0_req_query_int(req, "ms", 0, 60000, &ms);
         if (r < 0 && r != -ENOENT)
-                return m0_res_text(res, 400, "ms must be a whole number from 0 to 60000\n");
+                return r; /* the host's 400, naming the bound (AP1) */
         sleep_ms(ms);
         return m0_res_json(res, 200, "{\"slept_ms\":%ld}\n", ms);
 }
@@ -214,12 +214,17 @@ static int value_json(m0_res *res, const char *v)
         return r;
 }
 
-/* POST /q/form?f=NAME: form field NAME (Q2). */
+/* POST /q/form?f=NAME: form field NAME (Q2), null when absent; a field the form gives wrong
+ * (twice, malformed, not UTF-8) or a body of another type is the host's 400 or 415 (AP1). */
 static int q_form(m0_req *req, m0_res *res, void *state)
 {
+        const char *f, *v = NULL;
         int r = where(req, res, state);
-        const char *f = m0_req_query(req, "f");
-        return r < 0 ? r : value_json(res, f ? m0_req_form(req, f) : NULL);
+        if (r == 0)
+                r = m0_req_query_get(req, "f", &f);
+        if (r == 0)
+                r = m0_req_form_get(req, f, &v);
+        return r < 0 && r != -ENOENT ? r : value_json(res, v);
 }
 
 /* GET /q/cookie?name=NAME: cookie NAME (Q1), and two cookies set on the answer. */
@@ -237,12 +242,14 @@ static int q_cookie(m0_req *req, m0_res *res, void *state)
         return r < 0 ? r : value_json(res, name ? m0_req_cookie(req, name) : NULL);
 }
 
-/* GET /q/item/:id: the capture (T1); a bad one is the host's 400 (Q4). POST /q/typed (JSON
- * bodies alone) and /q/small (8 bytes at most) are /health's, or the host's 415 and 413. */
+/* GET /q/item/:id, and GET /q/file/ with a rest capture: the capture (T1); a bad one is the
+ * host's 400 (Q4). POST /q/typed (JSON bodies alone) and /q/small (8 bytes at most) are
+ * /health's, or the host's 415 and 413. */
 static int q_item(m0_req *req, m0_res *res, void *state)
 {
         int r = where(req, res, state);
-        return r < 0 ? r : value_json(res, m0_req_param(req, "id"));
+        const char *id = m0_req_param(req, "id");
+        return r < 0 ? r : value_json(res, id ? id : m0_req_param(req, "rest"));
 }
 
 /* GET /q/publish: one event whose data is a json_t (Q3), on channel q (/follow?channels=q). */
@@ -370,6 +377,28 @@ static int check(char *finding, size_t flen, char *fix, size_t xlen)
         return 0;
 }
 
+/*
+ * With M0_HOSTCHECK_BACKFILL=1, a stream that missed events of a channel gets, before the kept
+ * ones, one `event: backfill` saying what the host asked and on which thread (AP2); the channel
+ * `fail` fails the backfill (-EIO), and the channel `slow` takes 300 ms to backfill.
+ */
+static int backfill(m0_backfill *bf, const char *channel, uint64_t last_id, uint64_t oldest,
+                    void *state)
+{
+        struct state *st = state;
+        if (!strcmp(channel, "fail"))
+                return -EIO;
+        if (!strcmp(channel, "slow"))
+                sleep_ms(300);
+        if (m0_backfill_event(bf, "a\nb", "x") != -EINVAL)
+                return -EPROTO; /* an event name of two lines is refused */
+        char data[160];
+        snprintf(data, sizeof(data),
+                 "{\"channel\":\"%s\",\"last_id\":%llu,\"oldest\":%llu,\"thread\":%d}", channel,
+                 (unsigned long long)last_id, (unsigned long long)oldest, st->thread);
+        return m0_backfill_event(bf, "backfill", data);
+}
+
 static const m0_route routes[] = {
         {"GET", "/health", health, 0},
         {"GET", "/pid", pid, 0},
@@ -390,8 +419,11 @@ static const m0_route routes[] = {
         {"GET", "/q/cookie", q_cookie, 0},
         {"GET", "/q/publish", q_publish, 0},
         {"GET", "/q/item/:id", q_item, 0},
+        {"GET", "/q/file/*rest", q_item, 0},
         {"POST", "/q/typed", health, 0, 0, "application/json"},
         {"POST", "/q/small", health, 0, 8, NULL},
+        M0_ROUTE("POST", "/q/form-only", q_form,
+                 .content_type = "application/x-www-form-urlencoded"), /* AP1's 415 */
         {NULL, NULL, NULL, 0},
 };
 
@@ -411,6 +443,9 @@ int main(int argc, char **argv)
         for (size_t i = 0; e && i < sizeof(errors_names) / sizeof(errors_names[0]); i++)
                 if (strcmp(e, errors_names[i]) == 0)
                         errors = i;
+        const char *bf = getenv("M0_HOSTCHECK_BACKFILL");
+        if (bf && !strcmp(bf, "1"))
+                a.backfill = backfill;
         if (errors == ERRORS_JSON)
                 a.flags |= M0_APP_ERRORS_JSON;
         else if (errors != ERRORS_TEXT)

@@ -28,7 +28,6 @@
 
 /* The one answer to a request without a valid session, whatever was wrong with it. */
 #define UNAUTHORIZED "{\"error\":\"login required\"}\n"
-#define LOGIN_FORM "{\"error\":\"the body must be user=<name>&password=<form-encoded>\"}\n"
 
 /* The app's knobs (M0_NOTES_*), read by `check` on the coordinator and again by every `make`. */
 struct config {
@@ -418,6 +417,24 @@ static int password_ok(struct state *st, const char *user, size_t ul, const char
         return ok;
 }
 
+/* A login form refused: m0_req_form_get()'s -errno `e` for `field`, said in notes' own shape. */
+static int login_refused(m0_res *res, const char *field, int e)
+{
+        const char *why;
+        switch (e) {
+        case -EMEDIUMTYPE:
+                return reply(
+                        res, 415,
+                        "{\"error\":\"the body must be application/x-www-form-urlencoded\"}\n");
+        case -ENOENT: why = "is missing"; break;
+        case -EEXIST: why = "is given more than once"; break;
+        case -EBADMSG: why = "is malformed: no '=', a bad %-escape, or %00"; break;
+        case -EILSEQ: why = "is not UTF-8"; break;
+        default: return e;
+        }
+        return m0_res_json(res, 400, "{\"error\":\"the form field '%s' %s\"}\n", field, why);
+}
+
 /*
  * POST /login, body `user=<name>&password=<password>`, form-encoded. The verification costs
  * what the user's hash says (about 75 ms for the interactive cost on this class of machine): it
@@ -433,10 +450,13 @@ static int login(m0_req *req, m0_res *res, void *state)
         (void)m0_req_body(req, &len);
         if (len > LOGIN_REQUEST_MAX)
                 return reply(res, 413, "{\"error\":\"the login body is at most 4096 bytes\"}\n");
-        /* Each field once, with '=', well-escaped and without a NUL, or no login (Q2). */
-        const char *user = m0_req_form(req, "user"), *pw = m0_req_form(req, "password");
-        if (!user || !pw)
-                return reply(res, 400, LOGIN_FORM);
+        /* Each field once, with '=', well-escaped, UTF-8 and without a NUL, or no login (Q2);
+         * the answer says which field and what is wrong with it (AP1). */
+        const char *user, *pw;
+        if ((r = m0_req_form_get(req, "user", &user)) < 0)
+                return login_refused(res, "user", r);
+        if ((r = m0_req_form_get(req, "password", &pw)) < 0)
+                return login_refused(res, "password", r);
         int64_t uid = 0;
         int ok = password_ok(st, user, strlen(user), pw, strlen(pw), &uid);
         if (ok < 0)
@@ -802,15 +822,15 @@ static int make(const m0_handler_info *info, void **ret_state, char *err, size_t
  * flood of logins on the pool does not slow them (D51).
  */
 static const m0_route routes[] = {
-        {"POST", "/login", login, M0_ROUTE_BLOCKING},
-        {"POST", "/logout", logout, M0_ROUTE_BLOCKING},
+        M0_ROUTE("POST", "/login", login, .flags = M0_ROUTE_BLOCKING),
+        M0_ROUTE("POST", "/logout", logout, .flags = M0_ROUTE_BLOCKING),
         /* GET matches HEAD too. */
-        {"GET", "/notes", notes_root, 0},
-        {"GET", "/notes/", notes_one, M0_ROUTE_PREFIX},
+        M0_ROUTE("GET", "/notes", notes_root),
+        M0_ROUTE("GET", "/notes/", notes_one, .flags = M0_ROUTE_PREFIX),
         /* Every other method: the session is checked before the method, so even a 405 needs one. */
-        {NULL, "/notes", notes_root, M0_ROUTE_BLOCKING},
-        {NULL, "/notes/", notes_one, M0_ROUTE_PREFIX | M0_ROUTE_BLOCKING},
-        {NULL, NULL, NULL, 0},
+        M0_ROUTE(NULL, "/notes", notes_root, .flags = M0_ROUTE_BLOCKING),
+        M0_ROUTE(NULL, "/notes/", notes_one, .flags = M0_ROUTE_PREFIX | M0_ROUTE_BLOCKING),
+        M0_ROUTE_END,
 };
 
 static const m0_app app = {

@@ -56,9 +56,10 @@ struct todo {
 
 /* Read by check() on the coordinator before any handler exists; read-only after. */
 static char db_path[4096];
-static long busy_ms, heartbeat_ms, max_todos;
+static long busy_ms, heartbeat_ms, max_todos, credentials;
 
-/* M0_TODO_ORIGINS, split by main() before the host starts; check() refuses too many. */
+/* M0_TODO_ORIGINS and M0_TODO_CREDENTIALS, read by main() before the host starts; check()
+ * refuses too many origins, and credentials without one. */
 static char origins_text[4096];
 static const char *origins[MAX_ORIGINS + 1];
 static int origins_over;
@@ -159,32 +160,21 @@ static int one(sqlite3_stmt *s, json_t **ret)
 
 /* ---- answers ---- */
 
-/* RFC 9457, as the host writes its own answers under M0_APP_ERRORS_JSON. */
-static int problem(m0_req *req, m0_res *res, int status, const char *title, const char *detail)
+/* RFC 9457, as the host writes its own answers under M0_APP_ERRORS_JSON (AP1). */
+static int problem(m0_req *req, m0_res *res, int status, const char *detail)
 {
-        json_t *p = json_pack("{s:s,s:s,s:i,s:s}", "type", "about:blank", "title", title, "status",
-                              status, "detail", detail);
-        char *text = p ? json_dumps(p, JSON_COMPACT) : NULL;
-        int r = text ? app_where(req, res) : -ENOMEM;
-        if (r == 0)
-                r = m0_res_status(res, status);
-        if (r == 0)
-                r = m0_res_header(res, "Content-Type", "application/problem+json");
-        if (r == 0)
-                r = m0_res_write(res, text, strlen(text));
-        free(text);
-        json_decref(p);
-        return r;
+        int r = app_where(req, res);
+        return r < 0 ? r : m0_res_problem(res, status, NULL, detail);
 }
 
 static int not_found(m0_req *req, m0_res *res)
 {
-        return problem(req, res, 404, "Not Found", "no todo has this id");
+        return problem(req, res, 404, "no todo has this id");
 }
 
 static int invalid(m0_req *req, m0_res *res, const char *detail)
 {
-        return problem(req, res, 422, "Unprocessable Content", detail);
+        return problem(req, res, 422, detail);
 }
 
 /* The todo as the answer's body; `j` is released. */
@@ -314,8 +304,7 @@ static int create_todo(m0_req *req, m0_res *res, void *state)
         if (r != 0)
                 return r < 0 ? r : 0;
         if (!j)
-                return problem(req, res, 507, "Insufficient Storage",
-                               "the list is full: it holds M0_TODO_MAX_TODOS todos");
+                return problem(req, res, 507, "the list is full: it holds M0_TODO_MAX_TODOS todos");
         publish("created", j);
         r = m0_res_headerf(res, "Location", "/todos/%lld",
                            (long long)json_integer_value(json_object_get(j, "id")));
@@ -459,8 +448,15 @@ static int check(char *finding, size_t flen, char *fix, size_t xlen)
             (e = knob("M0_TODO_HEARTBEAT_MS", 15000, 100, 3600000, &heartbeat_ms, finding, flen,
                       fix, xlen)) ||
             (e = knob("M0_TODO_MAX_TODOS", 10000, 1, 10000000, &max_todos, finding, flen, fix,
-                      xlen)))
+                      xlen)) ||
+            (e = knob("M0_TODO_CREDENTIALS", 0, 0, 1, &credentials, finding, flen, fix, xlen)))
                 return e;
+        if (credentials && !origins[0]) {
+                snprintf(finding, flen, "M0_TODO_CREDENTIALS=1 without M0_TODO_ORIGINS");
+                return refuse(fix, xlen,
+                              "list the origins that may send cookies in M0_TODO_ORIGINS, or "
+                              "unset M0_TODO_CREDENTIALS");
+        }
         if (origins_over) {
                 snprintf(finding, flen,
                          "M0_TODO_ORIGINS names more than %d origins, or more "
@@ -474,11 +470,13 @@ static int check(char *finding, size_t flen, char *fix, size_t xlen)
         return e;
 }
 
-/* M0_TODO_ORIGINS: origins a browser may call from, separated by commas or spaces. */
+/* M0_TODO_ORIGINS: origins a browser may call from, separated by commas or spaces;
+ * M0_TODO_CREDENTIALS=1: with cookies (Access-Control-Allow-Credentials, Q5). */
 static const m0_cors *cors_read(void)
 {
         const char *v = getenv("M0_TODO_ORIGINS");
         size_t n = 0;
+        cors.credentials = app_env_long("M0_TODO_CREDENTIALS", 0, 0) == 1;
         if (!v || !*v)
                 return NULL;
         if (strlen(v) >= sizeof(origins_text))
@@ -494,14 +492,16 @@ static const m0_cors *cors_read(void)
 }
 
 static const m0_route routes[] = {
-        {"GET", "/todos", list_todos, M0_ROUTE_BLOCKING},
-        {"POST", "/todos", create_todo, M0_ROUTE_BLOCKING, BODY_MAX, "application/json"},
-        {"GET", "/todos/export", export_csv, M0_ROUTE_BLOCKING},
-        {"GET", "/todos/:id", get_todo, 0},
-        {"PATCH", "/todos/:id", update_todo, M0_ROUTE_BLOCKING, BODY_MAX, "application/json"},
-        {"DELETE", "/todos/:id", delete_todo, M0_ROUTE_BLOCKING},
-        {"GET", "/events", events, 0},
-        {0},
+        M0_ROUTE("GET", "/todos", list_todos, .flags = M0_ROUTE_BLOCKING),
+        M0_ROUTE("POST", "/todos", create_todo, .flags = M0_ROUTE_BLOCKING,
+                 .max_body_bytes = BODY_MAX, .content_type = "application/json"),
+        M0_ROUTE("GET", "/todos/export", export_csv, .flags = M0_ROUTE_BLOCKING),
+        M0_ROUTE("GET", "/todos/:id", get_todo),
+        M0_ROUTE("PATCH", "/todos/:id", update_todo, .flags = M0_ROUTE_BLOCKING,
+                 .max_body_bytes = BODY_MAX, .content_type = "application/json"),
+        M0_ROUTE("DELETE", "/todos/:id", delete_todo, .flags = M0_ROUTE_BLOCKING),
+        M0_ROUTE("GET", "/events", events),
+        M0_ROUTE_END,
 };
 
 int main(int argc, char **argv)

@@ -35,6 +35,9 @@ extern "C" {
 typedef struct m0_req m0_req;
 /** The response to one request. Owned by the host; valid until the handler returns. */
 typedef struct m0_res m0_res;
+/** Where m0_app.backfill writes: one beginning stream's replay of one channel (AP2). Owned by
+ *  the host; valid during the callback. */
+typedef struct m0_backfill m0_backfill;
 
 /** What kind of thread a handler state was made for. */
 typedef enum m0_thread_kind {
@@ -69,6 +72,7 @@ enum {
 /**
  * One entry of an app's route table; the table ends with an entry whose `path` is NULL. The
  * table is compiled once at start: an entry it cannot take is a refusal (exit 78) naming it.
+ * Write entries with M0_ROUTE() and end the table with M0_ROUTE_END.
  */
 typedef struct m0_route {
         const char *method; /**< "GET", "POST", …; NULL matches every method (HEAD matches GET) */
@@ -95,6 +99,24 @@ typedef struct m0_route {
          */
         const char *content_type;
 } m0_route;
+
+/**
+ * One route table entry (AP1): the method, the path and the handler, then any other member by
+ * name: `M0_ROUTE("GET", "/todos/:id", get_todo)`, `M0_ROUTE("POST", "/todos", create,
+ * .flags = M0_ROUTE_BLOCKING, .max_body_bytes = 4096, .content_type = "application/json")`.
+ * Every member it leaves out is 0. A table of these builds warning-free under -Wall -Wextra,
+ * where positional entries that stop before the last member (`{"GET", "/", h, 0}`) warn
+ * (-Wmissing-field-initializers). Also a C++20 initializer.
+ */
+#define M0_ROUTE(method_, path_, ...)                                                              \
+        {                                                                                          \
+                .method = (method_), .path = (path_), .handler = __VA_ARGS__                       \
+        }
+/** The entry that ends a route table. */
+#define M0_ROUTE_END                                                                               \
+        {                                                                                          \
+                .path = NULL                                                                       \
+        }
 
 /**
  * CORS (SPEC Q5): which web origins may call the app from a browser. Read once at start; an
@@ -177,6 +199,18 @@ typedef struct m0_app {
          * application/problem+json under M0_APP_ERRORS_JSON).
          */
         int (*error)(m0_req *req, m0_res *res, int status, const char *detail, void *state);
+        /**
+         * Backfill a replay that has a hole (AP2): called for each channel of a beginning stream
+         * that gave up events after the client's Last-Event-ID `last_id`, after the stream's
+         * M0_EVENT_GAP event of it and before its kept events (the oldest of which is `oldest`)
+         * and the live ones, which wait for it (within --max-output-bytes) and come none twice.
+         * It writes what the app's own store holds of `channel` after `last_id` with
+         * m0_backfill_event(). Runs on a pool thread of the stream's loop with that thread's
+         * state, or on the loop with the loop's when it has no pool. Returns 0, or -errno: the
+         * stream is then closed (logged), for its client to reconnect. NULL: no backfill.
+         */
+        int (*backfill)(m0_backfill *bf, const char *channel, uint64_t last_id, uint64_t oldest,
+                        void *state);
 } m0_app;
 
 /** App flags (m0_app.flags). */
@@ -209,8 +243,24 @@ M0_EXPORT const char *m0_req_query_string(const m0_req *req);
  */
 M0_EXPORT const char *m0_req_query(m0_req *req, const char *name);
 /**
- * Parse query parameter `name` as an integer in [min, max]. Returns 0 and sets *ret, -ENOENT
- * when absent, -EINVAL when not a number, -ERANGE outside [min, max].
+ * The one value of the query parameter `name` (AP1), as m0_req_query() decodes it ("" for a
+ * parameter without '='), into *ret_value, which lives until the handler returns. Returns 0, or:
+ *   -ENOENT   no such parameter;
+ *   -EEXIST   given more than once;
+ *   -EBADMSG  a malformed %-escape, or one that decodes to a NUL (%00);
+ *   -EILSEQ   the value is not UTF-8 (jansson, and so a JSON answer, takes only UTF-8);
+ *   -ENOMEM.
+ * A handler that returns the -errno it got (`if ((r = m0_req_query_get(…)) < 0) return r;`) is
+ * answered 400 with a detail naming the parameter and what is wrong with it, through the app's
+ * `error` callback, as m0_req_json()'s refusals are. *ret_value is written on success alone.
+ */
+M0_EXPORT int m0_req_query_get(m0_req *req, const char *name, const char **ret_value);
+/**
+ * Query parameter `name` as a whole number in [min, max], written as the configuration's numbers
+ * are (AP1): decimal digits alone, no sign, no space, no '+' ("limit=+5" and "limit=%205" are
+ * not numbers). Returns 0 and sets *ret; or what m0_req_query_get() returns (-ENOENT, -EEXIST,
+ * -EBADMSG, -EILSEQ, -ENOMEM); or -EINVAL (not such a number), -ERANGE (above max), -EDOM
+ * (below min). A handler that returns it is answered 400 naming the parameter and the bound.
  */
 M0_EXPORT int m0_req_query_int(m0_req *req, const char *name, long min, long max, long *ret);
 /* --- Route captures (SPEC T1) --- */
@@ -262,6 +312,15 @@ M0_EXPORT int m0_res_json_string(m0_res *res, const char *s);
 M0_EXPORT int m0_res_json(m0_res *res, int status, const char *fmt, ...) M0_PRINTF(3, 4);
 /** Shorthand: status, `content-type: text/plain; charset=utf-8`, and the text. */
 M0_EXPORT int m0_res_text(m0_res *res, int status, const char *text);
+/**
+ * An RFC 9457 answer, `application/problem+json`, as the host writes its own (AP1):
+ * {"type":"about:blank","title":…,"status":…,"detail":…}. `title` NULL: the status's own phrase
+ * ("Not Found"), which is what "about:blank" asks for; `detail` NULL: no "detail" member. Bytes
+ * that are not UTF-8 are written as U+FFFD. The body the handler wrote before is replaced; its
+ * headers stay. Returns 0, -EINVAL for a status outside 400..599, -ENOBUFS (the header bounds),
+ * -ENOMEM.
+ */
+M0_EXPORT int m0_res_problem(m0_res *res, int status, const char *title, const char *detail);
 
 /* --- Cookies, forms and JSON (SPEC Q1–Q3; the thread running the handler) --- */
 
@@ -318,6 +377,22 @@ M0_EXPORT int m0_res_cookie(m0_res *res, const char *name, const char *value,
 M0_EXPORT const char *m0_req_form(m0_req *req, const char *name);
 
 /**
+ * The one value of field `name` of an `application/x-www-form-urlencoded` body (a body without
+ * Content-Type is read as a form too), decoded as m0_req_form() decodes it, into *ret_value,
+ * which lives until the handler returns (AP1). Returns 0, or:
+ *   -EMEDIUMTYPE  the Content-Type is another;
+ *   -ENOENT       no such field;
+ *   -EEXIST       given more than once;
+ *   -EBADMSG      without '=', with a malformed %-escape, or decoding to a NUL (%00);
+ *   -EILSEQ       the value is not UTF-8;
+ *   -ENOMEM.
+ * A handler that returns the -errno it got is answered 415 (-EMEDIUMTYPE, naming the type) or
+ * 400 (naming the field and what is wrong with it), as m0_req_json()'s refusals are.
+ * *ret_value is written on success alone.
+ */
+M0_EXPORT int m0_req_form_get(m0_req *req, const char *name, const char **ret_value);
+
+/**
  * Parse the body as JSON (RFC 8259, any value at the top, a repeated object key refused) into
  * *ret, a value the request owns: valid until the handler returns, freed then (json_incref()
  * it to keep it). A second call returns the same value, or the same error. -EMEDIUMTYPE when
@@ -361,13 +436,36 @@ M0_EXPORT int m0_res_stream(m0_res *res);
  * channel). Call it once per channel, after checking the request: which channels a client may
  * follow is the handler's to decide. When the stream begins, every kept event of its channels
  * after the request's `Last-Event-ID` is replayed in id order (all that is kept when that id is
- * past the newest), then live events, none twice. The name is copied; a channel named twice is
+ * past the newest), then live events, none twice. A channel that gave up an event after that
+ * id (past M0_REPLAY_PER_CHANNEL or M0_REPLAY_BYTES) is first named in an M0_EVENT_GAP event,
+ * before anything else of it (AP2). Ids are the bus's, one sequence for every channel. The name is copied; a channel named twice is
  * followed once. A refusal undoes the stream and every channel given before it, so that the
  * handler's own answer (a 400, a 403) is what the client gets. Only on a loop. Returns 0,
  * -EINVAL (not a channel's name), -ENOSPC (past M0_STREAM_MAX_CHANNELS channels), -EPERM (on a
  * pool thread: 409), -ENOMEM.
  */
 M0_EXPORT int m0_res_subscribe(m0_res *res, const char *channel);
+
+/**
+ * The event a stream gets, before any replayed one, for each of its channels that cannot be
+ * replayed whole after the client's `Last-Event-ID` (AP2): no `id:` line (the client's
+ * Last-Event-ID stays the last event it saw), `event: m0-gap`, and one `data:` line,
+ * `{"channel":"counter:gap","oldest":7}`: the channel, and the id of the oldest event it still
+ * keeps, which the replay then begins with. What came between is the app's to give from its own
+ * store, if it keeps one: m0_app.backfill writes it after this event. Not sent when the id is past the newest one (everything kept is then
+ * replayed), nor on a bus shared through PostgreSQL.
+ */
+#define M0_EVENT_GAP "m0-gap"
+
+/**
+ * Write one event of the app's own history into the stream m0_app.backfill is filling, before
+ * the events the bus kept: `event` (NULL: no `event:` line; no CR or LF) and `data` (NULL:
+ * empty) split into `data:` lines as m0_publish() writes them, with no `id:` line (ids are the
+ * bus's; the client's Last-Event-ID stays the last event it saw). Only inside the callback, on
+ * its thread. Returns 0, -EINVAL (a CR or LF in `event`), -ENOBUFS (the stream's backfill past
+ * --max-output-bytes: the event is not written), -ENOMEM.
+ */
+M0_EXPORT int m0_backfill_event(m0_backfill *bf, const char *event, const char *data);
 
 /** m0_publish() flags. */
 enum {

@@ -326,7 +326,8 @@ void m0__bus_unfollow(struct m0_bus *b, int loop, const struct m0_key *k)
 
 int m0__bus_subscribe(struct m0_bus *b, int loop, const struct m0_key *add, size_t nadd,
                       const struct m0_key *keys, size_t nkeys, bool replay, uint64_t after,
-                      struct m0_fvec *out, struct m0_subscribed *ret)
+                      struct m0_fvec *out, const struct m0_gap_sink *gaps,
+                      struct m0_subscribed *ret)
 {
         int r = 0;
         size_t done = 0;
@@ -342,7 +343,8 @@ int m0__bus_subscribe(struct m0_bus *b, int loop, const struct m0_key *add, size
         }
         bool local = replay && !s.table && !(s.ahead && b->shared);
         if (r == 0 && local)
-                r = m0__replay_collect(&b->replay, keys, nkeys, s.ahead ? 0 : after, out);
+                r = m0__replay_collect(&b->replay, keys, nkeys, s.ahead ? 0 : after, out,
+                                       s.ahead ? NULL : gaps);
         if (r < 0)
                 while (done--)
                         unfollow_locked(b, loop, &add[done]);
@@ -612,6 +614,15 @@ struct m0_frame *m0__frame_event(uint64_t id, const char *channel, const char *e
         if (f)
                 frame_number(f, id);
         return f;
+}
+
+struct m0_frame *m0__frame_unnumbered(const char *channel, const char *event, const char *data,
+                                      size_t data_len)
+{
+        size_t cl;
+        if (validate(channel, event, data, data_len, 0, &cl) < 0)
+                return NULL;
+        return frame_build(channel, cl, event, data ? data : "", data_len, true);
 }
 
 /* ---- a replay being gathered ---- */

@@ -196,13 +196,15 @@ struct m0_subscribed {
 /*
  * A stream begins on loop `loop`: follow the keys `add` (new to the loop) and, all under one
  * hold of the lock, fill *ret and, when `replay`, take a reference to every kept frame of `keys`
- * after `after` into `out` (unordered; the caller sorts). On the local bus an `after` past the
- * newest id replays everything kept; on a shared bus nothing (the id is another host's, whose
- * later events come here too). 0 or -ENOMEM (nothing followed). The loop's thread.
+ * after `after` into `out` (unordered; the caller sorts), telling `gaps` (NULL: none) of each
+ * channel that gave up an event past `after` (AP2). On the local bus an `after` past the newest
+ * id replays everything kept, without gaps; on a shared bus nothing (the id is another host's,
+ * whose later events come here too). 0 or -ENOMEM (nothing followed). The loop's thread.
  */
 int m0__bus_subscribe(struct m0_bus *b, int loop, const struct m0_key *add, size_t nadd,
                       const struct m0_key *keys, size_t nkeys, bool replay, uint64_t after,
-                      struct m0_fvec *out, struct m0_subscribed *ret);
+                      struct m0_fvec *out, const struct m0_gap_sink *gaps,
+                      struct m0_subscribed *ret);
 /*
  * Take references to up to `max` frames from loop `loop`'s queue, oldest first (the loop's
  * thread). When they end where the queue began refusing frames, *ret_refused says which it
@@ -223,6 +225,10 @@ void m0__bus_shared_start(struct m0_bus *b, uint64_t from);
  * fields a stream cannot be sent (m0__bus_deliver's refusals). Any thread. */
 struct m0_frame *m0__frame_event(uint64_t id, const char *channel, const char *event,
                                  const char *data, size_t data_len);
+/* The frame of an event without an id (a backfill's, AP2): its text starts at f->start. NULL
+ * on ENOMEM or fields a stream cannot be sent. Any thread. */
+struct m0_frame *m0__frame_unnumbered(const char *channel, const char *event, const char *data,
+                                      size_t data_len);
 void m0__frame_unref(struct m0_frame *f);
 /* A frame of `text[0, len)` (an event's text, id line included) on `channel`: what the fd store
  * restores. NULL on ENOMEM. */

@@ -42,6 +42,7 @@ static void drop_oldest(struct m0_replay *r, struct m0_rchan *c)
         c->ring[c->head] = NULL;
         c->head = (c->head + 1) % c->cap;
         c->count--;
+        c->lost = f->id;
         c->charge -= frame_charge(f);
         r->bytes -= frame_charge(f);
         r->frames--;
@@ -162,6 +163,8 @@ int m0__replay_keep(struct m0_replay *r, struct m0_frame *f)
         if (ret < 0) {
                 if (!c->count)
                         chan_free(r, c);
+                else
+                        c->lost = f->id;
                 r->floor = f->id;
                 return ret;
         }
@@ -186,9 +189,12 @@ static bool matches(const struct m0_key *k, const struct m0_rchan *c)
         return c->node.len >= k->len && !memcmp(k->name, c->name, k->len);
 }
 
-/* The frames of `c` past `after`, newest last. */
-static int collect_chan(const struct m0_rchan *c, uint64_t after, struct m0_fvec *out)
+/* The frames of `c` past `after`, newest last; `gaps` told first when it lost one past `after`. */
+static int collect_chan(const struct m0_rchan *c, uint64_t after, struct m0_fvec *out,
+                        const struct m0_gap_sink *gaps)
 {
+        if (gaps && c->lost > after && c->count)
+                gaps->fn(gaps->ud, c->name, c->node.len, c->ring[c->head]->id);
         uint32_t i = c->count;
         while (i > 0 && c->ring[(c->head + i - 1) % c->cap]->id > after)
                 i--;
@@ -203,8 +209,17 @@ static int collect_chan(const struct m0_rchan *c, uint64_t after, struct m0_fvec
         return 0;
 }
 
+/* Whether one of `keys` names `c` exactly: the prefix scan then leaves its gap to that one. */
+static bool named(const struct m0_key *keys, size_t n, const struct m0_rchan *c)
+{
+        for (size_t i = 0; i < n; i++)
+                if (!keys[i].prefix && matches(&keys[i], c))
+                        return true;
+        return false;
+}
+
 int m0__replay_collect(struct m0_replay *r, const struct m0_key *keys, size_t n, uint64_t after,
-                       struct m0_fvec *out)
+                       struct m0_fvec *out, const struct m0_gap_sink *gaps)
 {
         bool scan = false;
         for (size_t i = 0; i < n; i++) {
@@ -214,7 +229,8 @@ int m0__replay_collect(struct m0_replay *r, const struct m0_key *keys, size_t n,
                 }
                 struct m0_hnode *h =
                         m0__hmap_find(&r->map, keys[i].hash, keys[i].name, keys[i].len);
-                int ret = h ? collect_chan(M0__CONTAINER_OF(h, struct m0_rchan, node), after, out)
+                int ret = h ? collect_chan(M0__CONTAINER_OF(h, struct m0_rchan, node), after, out,
+                                           gaps)
                             : 0;
                 if (ret < 0)
                         return ret;
@@ -230,7 +246,8 @@ int m0__replay_collect(struct m0_replay *r, const struct m0_key *keys, size_t n,
                 for (size_t i = 0; i < n; i++) {
                         if (!keys[i].prefix || !matches(&keys[i], c))
                                 continue;
-                        int ret = collect_chan(c, after, out);
+                        int ret = collect_chan(c, after, out,
+                                               gaps && !named(keys, n, c) ? gaps : NULL);
                         if (ret < 0)
                                 return ret;
                         break;

@@ -23,6 +23,7 @@ struct m0_rchan {
         struct m0_link lru;     /* on the store's list, the one published to longest ago first */
         struct m0_frame **ring; /* ring[(head + i) % cap], i < count */
         uint32_t head, count, cap;
+        uint64_t lost; /* the newest id it gave up (AP2): a replay after an older one has a hole */
         size_t charge; /* what it holds, counted against the bound: itself, its ring, its frames */
         char name[];
 };
@@ -57,10 +58,18 @@ void m0__replay_destroy(struct m0_replay *r);
  * then, alone, the channel's own oldest, until both bounds hold again. 0, or -ENOMEM (not kept).
  */
 int m0__replay_keep(struct m0_replay *r, struct m0_frame *f);
+/* Told of each channel a replay cannot give whole (AP2): it gave up an event past the replay's
+ * `after`, and keeps from `oldest` (its oldest kept id) on. Called under the bus lock. */
+struct m0_gap_sink {
+        void (*fn)(void *ud, const char *name, size_t len, uint64_t oldest);
+        void *ud;
+};
+
 /* A reference to every kept frame of a channel `keys` name with an id past `after`, into `out`,
- * unordered, possibly twice. 0 or -ENOMEM. */
+ * unordered, possibly twice; and, when `gaps` is not NULL, each such channel that gave up an
+ * event past `after` to it, once. 0 or -ENOMEM. */
 int m0__replay_collect(struct m0_replay *r, const struct m0_key *keys, size_t n, uint64_t after,
-                       struct m0_fvec *out);
+                       struct m0_fvec *out, const struct m0_gap_sink *gaps);
 /* The channel named `name[0, len)`, or NULL. */
 struct m0_rchan *m0__replay_find(struct m0_replay *r, const char *name, size_t len);
 /* The kept frames, oldest first within each channel, for a copy into a new fd store. */

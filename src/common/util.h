@@ -3,8 +3,10 @@
 #ifndef M0_UTIL_H
 #define M0_UTIL_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "m0.h"
@@ -28,6 +30,25 @@ static inline uint64_t m0__now_ms(void)
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* A knob's number (config.c), and m0_req_query_int()'s (AP1): decimal digits alone, no sign, no
+ * space, up to 2^64 - 1. 0 and *ret; -EINVAL (not such a number), -ERANGE (past 2^64 - 1). Here,
+ * below both the configuration and the request, so neither folder calls into the other's. */
+static inline int m0__parse_uint(const char *v, uint64_t *ret)
+{
+        /* strtoull() alone takes a sign and leading space, and "-1" as 2^64 - 1 */
+        if (*v < '0' || *v > '9')
+                return -EINVAL;
+        errno = 0;
+        char *end;
+        unsigned long long x = strtoull(v, &end, 10);
+        if (*end)
+                return -EINVAL;
+        if (errno == ERANGE)
+                return -ERANGE;
+        *ret = x;
+        return 0;
 }
 
 #endif /* M0_UTIL_H */

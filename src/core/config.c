@@ -23,6 +23,7 @@ enum knob_type {
         K_THREADS, /* a count or "auto" */
         K_ACCESS,  /* off, on (or a boolean's other words), journal */
         K_ADDR,    /* off, or HOST:PORT */
+        K_PATH,    /* off, or a file's path shorter than `max` bytes; off is kept as "" */
 };
 
 struct m0_knob {
@@ -124,6 +125,23 @@ static const struct m0_knob knobs[] = {
          "the reconnection delay a stream's first bytes give; 0 = none"},
         {"bus-ready-ms", "M0_BUS_READY_MS", "5000", K_U32, OFF(bus_ready_ms), 0, 600000,
          "the start waits this long for a shared bus's database, then serves without it"},
+        {"tls-cert", "M0_TLS_CERT", "off", K_PATH, OFF(tls_cert), 0,
+         sizeof(((struct m0_config *)0)->tls_cert),
+         "PEM certificate, leaf first, then its chain; loaded and checked at start (TLS)"},
+        {"tls-key", "M0_TLS_KEY", "off", K_PATH, OFF(tls_key), 0,
+         sizeof(((struct m0_config *)0)->tls_key), "the certificate's private key, PEM"},
+        {"tls-port", "M0_TLS_PORT", "0", K_U32, OFF(tls_port), 0, 65535,
+         "port for TLS when systemd passed no socket; 0 = none"},
+        {"tls-warn-days", "M0_TLS_WARN_DAYS", "14", K_U32, OFF(tls_warn_days), 0, 3650,
+         "warn when a certificate expires within this many days"},
+        {"tls-ticket-rotate-s", "M0_TLS_TICKET_ROTATE_S", "3600", K_U32, OFF(tls_ticket_rotate_s),
+         60, 604800, "a new session ticket key this often; each is kept two periods"},
+        {"tls-handshake-timeout-ms", "M0_TLS_HANDSHAKE_TIMEOUT_MS", "10000", K_U32,
+         OFF(tls_handshake_timeout_ms), 1, 600000, "a TLS handshake completes within this"},
+        {"tls-max-handshakes", "M0_TLS_MAX_HANDSHAKES", "2048", K_U32, OFF(tls_max_handshakes), 1,
+         1000000, "TLS handshakes in progress per loop; past it new ones are closed"},
+        {"tls-session-cache", "M0_TLS_SESSION_CACHE", "10000", K_U32, OFF(tls_session_cache), 0,
+         10000000, "TLS 1.2 sessions kept for resumption by id; 0 = none (tickets still work)"},
 };
 
 /* Knobs that were, and what replaced them: a value for one is refused (78, or 2 for a flag)
@@ -244,6 +262,16 @@ static int knob_set(struct m0_config *cfg, const struct m0_knob *k, const char *
                 return 0;
         }
         case K_ADDR: return parse_addr((struct m0_addr *)(void *)p, v, k->max);
+        case K_PATH: {
+                size_t n = strlen(v);
+                if (n == 0 || n >= k->max)
+                        return -EINVAL;
+                if (!strcmp(v, "off"))
+                        n = 0; /* a file named off is ./off */
+                memcpy(p, v, n);
+                p[n] = '\0';
+                return 0;
+        }
         case K_THREADS:
                 if (k->off == OFF(threads))
                         cfg->threads_auto = !strcmp(v, "auto");
@@ -254,14 +282,11 @@ static int knob_set(struct m0_config *cfg, const struct m0_knob *k, const char *
                 __attribute__((fallthrough)); /* a count */
         case K_U32:
         case K_U64: {
-                if (*v < '0' || *v > '9')
-                        return -EINVAL;
-                errno = 0;
-                char *end;
-                unsigned long long x = strtoull(v, &end, 10);
-                if (*end)
-                        return -EINVAL;
-                if (errno == ERANGE || x < k->min || x > k->max)
+                uint64_t x;
+                int r = m0__parse_uint(v, &x);
+                if (r < 0)
+                        return r;
+                if (x < k->min || x > k->max)
                         return -ERANGE;
                 if (k->type == K_U64)
                         *(uint64_t *)p = x;
@@ -281,6 +306,9 @@ static const char *knob_expect(const struct m0_knob *k, char *buf, size_t len)
                 snprintf(buf, len, "local or a URI shorter than %" PRIu64 " bytes", k->max);
                 return buf;
         case K_BOOL: return "on or off";
+        case K_PATH:
+                snprintf(buf, len, "off or a path shorter than %" PRIu64 " bytes", k->max);
+                return buf;
         case K_ACCESS: return "off, on or journal";
         case K_ADDR:
                 snprintf(buf, len,
@@ -480,6 +508,7 @@ void m0__config_each(const struct m0_config *cfg,
                         snprintf(v, sizeof(v), "%s", access_names[*(const uint32_t *)p]);
                         break;
                 case K_ADDR: snprintf(v, sizeof(v), "%s", ((const struct m0_addr *)p)->text); break;
+                case K_PATH: snprintf(v, sizeof(v), "%s", *p ? p : "off"); break;
                 case K_U64: snprintf(v, sizeof(v), "%" PRIu64, *(const uint64_t *)p); break;
                 default: snprintf(v, sizeof(v), "%" PRIu32, *(const uint32_t *)p); break;
                 }

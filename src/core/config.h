@@ -75,6 +75,15 @@ struct m0_config {
         uint32_t stream_max_channels; /* N1 */
         uint32_t sse_retry_ms;        /* H9 */
         uint32_t bus_ready_ms;        /* G3: the start's wait for a shared bus's database */
+        /* TL1–TL6 (src/tls/): the certificate's and key's files ("" when off), the TLS port (0 =
+         * none), and the bounds of the context and the handshakes */
+        char tls_cert[512], tls_key[512];
+        uint32_t tls_port;
+        uint32_t tls_warn_days;
+        uint32_t tls_ticket_rotate_s;
+        uint32_t tls_handshake_timeout_ms;
+        uint32_t tls_max_handshakes;
+        uint32_t tls_session_cache;
         bool doctor;
         unsigned char sources[M0__KNOBS_MAX]; /* enum m0_source per knob, in table order */
 };

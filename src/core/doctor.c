@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <systemd/sd-daemon.h>
 
@@ -205,6 +206,47 @@ static json_t *json_cors(const struct m0_host *h)
         return o;
 }
 
+/* TL3: one line per certificate (never a key); the `tls` check says why there is none. */
+static void tls_line(void *ud, const struct m0_tls_cert *c)
+{
+        char line[2048];
+        m0__tls_describe(c, time(NULL), line, sizeof(line));
+        fprintf(ud, "tls: certificate %s\n", line);
+}
+
+static void human_tls(struct m0_host *h, FILE *out)
+{
+        if (h->tls)
+                m0__tls_each_cert(h->tls, tls_line, out);
+        else
+                fprintf(out, "tls: no certificate loaded\n");
+}
+
+static void tls_json(void *ud, const struct m0_tls_cert *c)
+{
+        json_t *one = json_object();
+        set(one, "file", str(c->file));
+        set(one, "name", c->name[0] ? str(c->name) : json_null());
+        set(one, "subject", str(c->subject));
+        set(one, "names", str(c->sans));
+        set(one, "issuer", str(c->issuer));
+        set(one, "key_type", str(c->key_type));
+        set(one, "key_bits", json_integer(c->bits));
+        set(one, "not_after", json_integer((json_int_t)c->not_after));
+        set(one, "chain", json_integer(c->chain_len));
+        (void)json_array_append_new(ud, one);
+}
+
+static json_t *json_tls(struct m0_host *h)
+{
+        json_t *o = json_object(), *list = json_array();
+        if (h->tls)
+                m0__tls_each_cert(h->tls, tls_json, list);
+        set(o, "port", h->cfg.tls_port ? json_integer(h->cfg.tls_port) : json_null());
+        set(o, "certificates", list);
+        return o;
+}
+
 static void human_lines(struct m0_host *h, const struct facts *f, struct each *e,
                         const struct m0_check *checks, size_t n, bool refused, FILE *out)
 {
@@ -245,6 +287,7 @@ static void human_lines(struct m0_host *h, const struct facts *f, struct each *e
                         cfg->metrics.text);
         else
                 fprintf(out, "metrics: off\n");
+        human_tls(h, out);
         fprintf(out, "watchdog: %s\n", f->wd);
         fprintf(out, "fd store: %s\n",
                 h->sockets.store_fd >= 0 ? "event state passed back (" M0__STORE_NAME ")"
@@ -321,6 +364,7 @@ static void json_facts(json_t *o, struct m0_host *h, const struct facts *f)
         set(o, "cors", json_cors(h));
         set(o, "sockets", json_sockets(h));
         set(o, "metrics", json_metrics(h));
+        set(o, "tls", json_tls(h));
         set(wd, "usec", f->wd_usec ? json_integer((json_int_t)f->wd_usec) : json_null());
         set(wd, "detail", str(f->wd));
         set(o, "watchdog", wd);

@@ -464,6 +464,9 @@ static int take_sockets(struct m0_host *h)
                          checks[first].detail);
                 return refuse(finding, checks[first].fix);
         }
+        /* TL3: a certificate near its end is a warning at the start. */
+        if (h->tls)
+                (void)m0__tls_warn_expiring(h->tls, time(NULL), h->cfg.tls_warn_days);
         if (!h->sockets.passed || (h->cfg.metrics.on && !h->sockets.metrics_passed))
                 (void)m0__caps_keep_bind(); /* the bound set is dropped whole right after */
         if (!h->sockets.passed &&
@@ -609,7 +612,9 @@ int m0_main(const m0_app *app, int argc, char **argv)
         }
         m0__sockets_close(&h->sockets);
         /* A straggler past the drain's bound may still route: the table stays then. */
-        if (code == M0__EXIT_OK || code == M0__EXIT_CONFIG || code == M0__EXIT_USAGE)
+        if (code == M0__EXIT_OK || code == M0__EXIT_CONFIG || code == M0__EXIT_USAGE) {
                 m0__router_free(&h->router);
+                m0__tls_free(h->tls);
+        }
         return code;
 }

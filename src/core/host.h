@@ -21,6 +21,7 @@
 #include "route.h"
 #include "attach.h"
 #include "thread.h"
+#include "tls.h"
 #include "util.h"
 
 /* One per process, made by m0_main(). Written by the coordinator before any thread exists, but
@@ -63,6 +64,9 @@ struct m0_host {
         /* The database bus (G1): h->bus.shared, set by m0__shared_start for an M0_BUS URI; NULL
          * with the local bus. The metrics show its state while it is set. */
         struct m0_pgbus *pgbus;
+        /* TL1–TL5: the certificates and the TLS context, loaded by the `tls` check before any
+         * loop exists; NULL when no certificate is configured. */
+        struct m0_tls *tls;
 };
 
 /* m0_handler_info's loop_handler_max_ms: a quarter of the watchdog's interval, 0 without one. */

@@ -2,6 +2,7 @@
 /* preflight.c: the one list of host checks that both serving and the doctor read (R1, R2). */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
@@ -247,6 +248,50 @@ static void check_access_log(struct m0_host *h, struct m0_check *c)
                 pass(c, "journal: %s", why);
 }
 
+static void count_cert(void *ud, const struct m0_tls_cert *c)
+{
+        (*(size_t *)ud)++;
+}
+
+/*
+ * TL1–TL3: with a certificate configured (M0_TLS_CERT and M0_TLS_KEY, or the tls.crt credential)
+ * or a TLS port, every certificate and key is read and checked here, before any loop exists, and
+ * the context is kept in h->tls. Serving TLS comes with its transport: until then a TLS port is
+ * accepted and nothing listens on it.
+ */
+static void check_tls(struct m0_host *h, struct m0_check *c)
+{
+        const struct m0_config *cfg = &h->cfg;
+        struct m0_tls_opts o = {
+                .cert = cfg->tls_cert,
+                .key = cfg->tls_key,
+                .cred_dir = getenv("CREDENTIALS_DIRECTORY"),
+                .ticket_rotate_s = cfg->tls_ticket_rotate_s,
+                .session_cache = cfg->tls_session_cache,
+        };
+        if (!m0__tls_configured(&o) && !cfg->tls_port) {
+                pass(c, "off: no certificate (M0_TLS_CERT, or the tls.crt credential) and no "
+                        "M0_TLS_PORT");
+                return;
+        }
+        if (cfg->tls_port && !h->sockets.passed && cfg->tls_port == cfg->port) {
+                fail(c, "give --tls-port (M0_TLS_PORT) a port of its own",
+                     "%s=%u is the plain port too (%s)", knob_named(h, "tls-port", "M0_TLS_PORT"),
+                     cfg->tls_port, knob_named(h, "port", "M0_PORT"));
+                return;
+        }
+        char err[sizeof(c->detail)], fix[sizeof(c->fix)];
+        if (!h->tls && m0__tls_new(&h->tls, &o, err, sizeof(err), fix, sizeof(fix)) < 0) {
+                fail(c, fix, "%s", err);
+                return;
+        }
+        size_t n = 0;
+        m0__tls_each_cert(h->tls, count_cert, &n);
+        pass(c, "%zu certificate%s loaded and checked; %s", n, n == 1 ? "" : "s",
+             cfg->tls_port ? "TLS is not served yet: nothing listens on M0_TLS_PORT"
+                           : "no TLS port (M0_TLS_PORT=0)");
+}
+
 static const struct {
         const char *name;
         void (*run)(struct m0_host *h, struct m0_check *c);
@@ -262,6 +307,7 @@ static const struct {
         {"cors", check_cors},
         {"metrics", check_metrics},
         {"access-log", check_access_log},
+        {"tls", check_tls},
 };
 
 int m0__checks_run(struct m0_host *h, struct m0_check *out, size_t n_out, size_t *ret_n)

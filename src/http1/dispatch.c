@@ -29,8 +29,8 @@ static const char *field(const struct m0_rview *v, const char *name, size_t *ret
 
 /*
  * Whether the Content-Type `v` (n bytes; NULL when absent) is route r's media type: the same
- * type, parameters aside, case-insensitive, or one with its subtype as a suffix (RFC 6839:
- * "application/merge-patch+json" for "application/json").
+ * type, parameters aside, case-insensitive, or, when its subtype is a structured syntax suffix,
+ * one with that suffix (RFC 6839: "application/merge-patch+json" for "application/json").
  */
 static bool ctype_ok(const struct m0_croute *r, const char *v, size_t n)
 {
@@ -46,7 +46,8 @@ static bool ctype_ok(const struct m0_croute *r, const char *v, size_t n)
         const char *slash = memchr(r->ctype, '/', r->ctype_len);
         size_t tl = (size_t)(slash - r->ctype) + 1; /* "application/" */
         size_t sl = r->ctype_len - tl;              /* "json" */
-        return t > tl + sl + 1 && strncasecmp(v, r->ctype, tl) == 0 && v[t - sl - 1] == '+' &&
+        return m0__media_suffix(slash + 1, sl) && t > tl + sl + 1 &&
+               strncasecmp(v, r->ctype, tl) == 0 && v[t - sl - 1] == '+' &&
                strncasecmp(v + t - sl, slash + 1, sl) == 0;
 }
 
@@ -177,7 +178,7 @@ static const char *route_detail(const struct m0_decision *d, char *buf, size_t l
         }
         if (r && d->status == 400)
                 return "a capture of the path is not valid: a malformed escape, %00, %2F in one "
-                       "segment, or a \".\" or \"..\" segment";
+                       "segment, a \".\" or \"..\" segment, or a \"/\" at its start";
         return NULL;
 }
 

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "crash.h"
 #include "error.h"
@@ -38,13 +39,19 @@ const char *m0__error_detail(int status)
         }
 }
 
-/* RFC 9457: "about:blank" says the title is the status's own phrase and nothing more. */
-static int problem(int status, const char *detail, m0_res *res)
+/* RFC 9457 (AP1): "about:blank" says the title is the status's own phrase and nothing more; the
+ * host's own answers and an app's take this one path. */
+int m0_res_problem(m0_res *res, int status, const char *title, const char *detail)
 {
-        json_t *d = m0__json_string_lossy(detail);
-        json_t *p = d ? json_pack("{s:s,s:s,s:i,s:o}", "type", "about:blank", "title",
-                                  m0__status_reason(status), "status", status, "detail", d)
-                      : NULL;
+        if (status < 400 || status > 599)
+                return -EINVAL;
+        json_t *p = json_pack("{s:s,s:o,s:i}", "type", "about:blank", "title",
+                              m0__json_string_lossy(title ? title : m0__status_reason(status)),
+                              "status", status);
+        if (p && detail && json_object_set_new(p, "detail", m0__json_string_lossy(detail)) < 0)
+                json_decref(p), p = NULL;
+        res->status = status;
+        res->body.len = 0;
         int r = p ? m0__res_json_append(res, p) : -ENOMEM;
         json_decref(p);
         if (r == 0)
@@ -59,7 +66,8 @@ static int builtin(const m0_app *app, int status, const char *detail, m0_res *re
         m0__res_reset(res);
         res->status = status;
         if (app->flags & M0_APP_ERRORS_JSON)
-                return problem(status, detail ? detail : m0__error_detail(status), res);
+                return m0_res_problem(res, status, NULL,
+                                      detail ? detail : m0__error_detail(status));
         int r = m0_res_header(res, "Content-Type", "text/plain; charset=utf-8");
         if (r == 0 && detail)
                 r = m0_res_printf(res, "%d %s: %s\n", status, m0__status_reason(status), detail);
@@ -101,12 +109,28 @@ static int from_app(const m0_app *app, void *state, m0_req *req, int status, con
         return -EPROTO;
 }
 
+bool m0__media_suffix(const char *sub, size_t n)
+{
+        /* RFC 6838 4.2.8's registry of structured syntax suffixes; a form's subtype is none */
+        static const char *const suffixes[] = {
+                "json",  "xml", "cbor", "json-seq", "cbor-seq", "ber",     "der", "fastinfoset",
+                "wbxml", "zip", "gzip", "zstd",     "jwt",      "sqlite3", "yaml"};
+        for (size_t i = 0; i < sizeof(suffixes) / sizeof(*suffixes); i++)
+                if (strlen(suffixes[i]) == n && strncasecmp(sub, suffixes[i], n) == 0)
+                        return true;
+        return false;
+}
+
 void m0__error_media_detail(const char *type, size_t n, char *out, size_t len)
 {
         const char *slash = memchr(type, '/', n);
         const char *sub = slash ? slash + 1 : type + n;
-        snprintf(out, len, "the body must be %.*s or a +%.*s type", (int)n, type,
-                 (int)(type + n - sub), sub);
+        size_t sn = (size_t)(type + n - sub);
+        if (m0__media_suffix(sub, sn))
+                snprintf(out, len, "the body must be %.*s or a +%.*s type", (int)n, type, (int)sn,
+                         sub);
+        else
+                snprintf(out, len, "the body must be %.*s", (int)n, type);
 }
 
 /* The host's header lines, after the body's own; each line counts against the bounds. */

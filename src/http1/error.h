@@ -27,9 +27,14 @@ struct m0_host_answer {
 /* The short sentence the host's answer `status` carries when its caller has none of its own. */
 const char *m0__error_detail(int status);
 
+/* Whether subtype `sub` (n bytes: "json") is a structured syntax suffix (RFC 6838 4.2.8), so
+ * that a route of that type takes "…/<x>+json" too. */
+bool m0__media_suffix(const char *sub, size_t n);
+
 /* 415's detail for a body that must be of media type `type` (n bytes, "application/json"):
- * "the body must be application/json or a +json type", into `out`. The one wording of the
- * refusal, whether a route's content_type or m0_req_json() made it. */
+ * "the body must be application/json or a +json type" ("…must be
+ * application/x-www-form-urlencoded" for a type that is no suffix), into `out`. The one wording
+ * of the refusal, whether a route's content_type, m0_req_json() or m0_req_form_get() made it. */
 void m0__error_media_detail(const char *type, size_t n, char *out, size_t len);
 
 /*

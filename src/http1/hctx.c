@@ -45,6 +45,7 @@ void m0__hctx_prepare(struct m0_hctx *x, struct m0_host *h, int index)
         x->journal_io.ready = journal_ready;
         pthread_mutex_init(&x->cur_lock, NULL);
         m0__thread_init(&x->thread, M0_THREAD_LOOP, index, -1, m0__hctx_main, x);
+        m0__res_keep_alive(x, h->cfg.idle_timeout_ms);
         m0__journal_prepare(&x->journal, h->app && h->app->name ? h->app->name : "m0", index,
                             h->cfg.access_log_queue);
 }

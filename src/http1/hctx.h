@@ -90,7 +90,9 @@ struct m0_hctx {
         const char *cur_base;
         size_t cur_len;
         const struct m0_conn *cur_conn; /* NULL between parses */
-        struct m0_buf wbuf; /* responses of the connection being served, written in one go */
+        struct m0_buf wbuf;  /* responses of the connection being served, written in one go */
+        char keep_alive[40]; /* "Keep-Alive: timeout=60\r\n": what a kept answer says (D111) */
+        size_t keep_alive_len;
 
         struct m0_pool pool;
 

@@ -48,8 +48,7 @@ static bool name_is(const char *p, size_t n, const char *lit)
         return strlen(lit) == n && strncasecmp(p, lit, n) == 0;
 }
 
-/* Trim OWS from both ends of [*p, *p + *n). */
-static void trim(const char **p, size_t *n)
+void m0__http_trim(const char **p, size_t *n)
 {
         while (*n && (**p == ' ' || **p == '\t')) {
                 (*p)++;
@@ -68,7 +67,7 @@ static bool ends_in_chunked(const char *v, size_t n)
                         comma = v + i;
         const char *last = comma ? comma + 1 : v;
         size_t ln = n - (size_t)(last - v);
-        trim(&last, &ln);
+        m0__http_trim(&last, &ln);
         return name_is(last, ln, "chunked");
 }
 
@@ -84,7 +83,7 @@ static int parse_cl(const char *v, size_t n, uint64_t *ret)
                         j++;
                 const char *e = v + i;
                 size_t en = j - i;
-                trim(&e, &en);
+                m0__http_trim(&e, &en);
                 if (en == 0 || en > 19)
                         return -EINVAL;
                 uint64_t x = 0;
@@ -205,7 +204,7 @@ static int header_fields(struct head_walk *w, char *head, const struct m0_config
                         return 431;
                 const char *v = (const char *)val;
                 size_t vn = (size_t)(val_end - val);
-                trim(&v, &vn);
+                m0__http_trim(&v, &vn);
                 int st = field_meaning(w, (const char *)name, (size_t)(name_end - name), v, vn);
                 if (st)
                         return st;
@@ -260,6 +259,13 @@ static void index_target(const struct head_walk *w, char *head, struct m0_req *r
         req->nheaders = w->nfields;
 }
 
+int m0__http_head_pending(const char *head, size_t have, const struct m0_config *cfg)
+{
+        if (!memchr(head, '\n', have) && have > (size_t)cfg->max_uri_bytes + 32)
+                return 414;
+        return have > cfg->max_head_bytes ? 431 : 0;
+}
+
 void m0__http_target(const char *head, size_t len, const char **ret_path, size_t *ret_len)
 {
         const char *t = memchr(head, ' ', len);
@@ -283,7 +289,7 @@ const char *m0__head_field(const char *head, size_t len, const char *name, size_
                 if (colon && (size_t)(colon - p) == nn && strncasecmp(p, name, nn) == 0) {
                         const char *v = colon + 1;
                         size_t vn = (size_t)(eol - v);
-                        trim(&v, &vn);
+                        m0__http_trim(&v, &vn);
                         *ret_len = vn;
                         return v;
                 }

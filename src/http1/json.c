@@ -33,19 +33,18 @@ static bool is_json(const m0_req *req)
                (sn > 5 && strncasecmp(sub + sn - 5, "+json", 5) == 0);
 }
 
-/* Record what m0_req_json() refused, for the host's answer when the handler returns `err`. */
+/* Record what m0_req_json() refused, for the host's answer when the handler returns `err`; a
+ * second call returns the same. */
 static int refuse(m0_req *req, int err, int status, const char *fmt, ...) M0_PRINTF(4, 5);
 static int refuse(m0_req *req, int err, int status, const char *fmt, ...)
 {
+        char detail[sizeof(req->refusal.detail)];
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(req->refusal.detail, sizeof(req->refusal.detail), fmt, ap);
+        vsnprintf(detail, sizeof(detail), fmt, ap);
         va_end(ap);
-        req->scratch = true;
         req->json_err = err;
-        req->refusal.err = err;
-        req->refusal.status = status;
-        return err;
+        return m0__req_refuse(req, err, status, "%s", detail);
 }
 
 /*
@@ -228,6 +227,15 @@ static size_t utf8_len(const unsigned char *p)
                 if (p[i] < 0x80 || p[i] > 0xbf)
                         return 0;
         return n;
+}
+
+bool m0__utf8_ok(const char *s)
+{
+        size_t k;
+        for (const unsigned char *p = (const unsigned char *)s; *p; p += k)
+                if (!(k = utf8_len(p)))
+                        return false;
+        return true;
 }
 
 json_t *m0__json_string_lossy(const char *s)

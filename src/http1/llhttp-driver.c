@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* llhttp-driver.c: llhttp over a connection's bytes (its callbacks, beside the loop that drives them), and
- * each request it completes handed to dispatch.c, within the connection's slice of the turn (H1,
- * H2, H3, D41). */
+/* llhttp-driver.c: llhttp over a connection's bytes (its callbacks, beside the loop that drives
+ * them), and each request it completes handed to dispatch.c, within the connection's slice of the
+ * turn (H1, H2, H3, D41); and the same reading of one head alone, for the metrics sockets (O1). */
+#include <errno.h>
 #include <string.h>
 #include <strings.h>
 
@@ -252,13 +253,70 @@ size_t m0__conn_parse(struct m0_conn *c, char *base, size_t len, size_t pos)
         }
         /* Heads still arriving: 414 for a request line past the URI bound, 431 past the head bound. */
         if (c->phase == PH_HEAD && c->req_started) {
-                size_t have = len - c->req_off;
-                const char *lf = memchr(base + c->req_off, '\n', have);
-                if (!lf && have > (size_t)cfg->max_uri_bytes + 32)
-                        m0__conn_refuse(c, 414);
-                else if (have > cfg->max_head_bytes)
-                        m0__conn_refuse(c, 431);
+                int st = m0__http_head_pending(base + c->req_off, len - c->req_off, cfg);
+                if (st)
+                        m0__conn_refuse(c, st);
         }
         l->cur_conn = NULL;
         return pos;
+}
+
+/* ---- a request head read alone, outside the loops (the metrics sockets) ---- */
+
+static int reader_on_method(llhttp_t *p, const char *at, size_t len)
+{
+        (void)len;
+        struct m0_head_reader *r = p->data;
+        if (!r->started) {
+                r->off = (size_t)(at - r->buf);
+                r->started = true;
+        }
+        return 0;
+}
+
+/* The head is whole: the walk a loop's connection makes in on_headers_complete(), then a pause,
+ * since the body is not read. */
+static int reader_on_headers_complete(llhttp_t *p)
+{
+        struct m0_head_reader *r = p->data;
+        size_t hl;
+        r->walked = true;
+        r->status = m0__http_head_parse(r->buf + r->off, r->len - r->off, r->cfg, r->req, &hl);
+        return r->status ? -1 : HPE_PAUSED;
+}
+
+static const llhttp_settings_t reader_settings = {
+        .on_method = reader_on_method,
+        .on_headers_complete = reader_on_headers_complete,
+};
+
+void m0__head_reader_init(struct m0_head_reader *r, const struct m0_config *cfg)
+{
+        *r = (struct m0_head_reader){.cfg = cfg};
+        llhttp_init(&r->parser, HTTP_REQUEST, &reader_settings);
+        r->parser.data = r;
+}
+
+int m0__head_read(struct m0_head_reader *r, char *buf, size_t seen, size_t len, struct m0_req *req)
+{
+        if (r->walked)
+                return r->status;
+        r->buf = buf;
+        r->len = len;
+        r->req = req;
+        llhttp_errno_t e = llhttp_execute(&r->parser, buf + seen, len - seen);
+        r->req = NULL;
+        if (r->walked)
+                return r->status;
+        if (e != HPE_OK)
+                return 400; /* what llhttp refused before the head was whole */
+        int st = r->started ? m0__http_head_pending(buf + r->off, len - r->off, r->cfg) : 0;
+        return st ? st : -EAGAIN;
+}
+
+bool m0__head_read_is_head(const struct m0_head_reader *r)
+{
+        if (r->walked && !r->status)
+                return r->parser.method == HTTP_HEAD; /* the walk cut the method out */
+        return r->started && r->len - r->off >= 5 && memcmp(r->buf + r->off, "HEAD ", 5) == 0;
 }

@@ -11,6 +11,8 @@
 #include "host.h"
 #include "log.h"
 #include "route.h"
+#include "attach.h"
+#include "sse.h"
 
 int m0__pool_init(struct m0_pool *p, struct m0_hctx *l, int nthreads, m0_msg_fn *back,
                   m0_msg_fn *drop)
@@ -133,6 +135,7 @@ void m0__job_free(struct m0_job *job)
         m0__buf_free(&job->res.head);
         m0__buf_free(&job->res.body);
         m0__buf_free(&job->res.chans);
+        m0__treplay_free(job->backfill); /* one never run: its answer never comes */
         free(job->mem);
         free(job);
 }
@@ -155,6 +158,11 @@ static void run_job(struct m0_pool_thread *t, struct m0_job *job)
 {
         struct m0_hctx *l = t->loop;
         struct m0_host *h = l->host;
+        if (job->backfill) {
+                m0__sse_backfill(h->app, job->backfill, t->thread.state); /* posts it back */
+                free(job);
+                return;
+        }
         job->req.thread = t->index;
         m0__thread_request_set(h, job->req.method, job->req.path);
         uint64_t t0 = m0__now_ns();

@@ -17,6 +17,7 @@
 
 struct m0_conn;
 struct m0_hctx;
+struct m0_treplay;
 
 /* A blocking request on its way to a pool thread and back (P1). Owned by the pool while queued
  * and running, by the loop once posted back. */
@@ -30,7 +31,8 @@ struct m0_job {
         struct m0_req req;           /* points into `mem` */
         struct m0_res res;           /* built on the pool thread */
         char *mem;
-        uint64_t run_us; /* how long the handler ran on its pool thread (O1) */
+        uint64_t run_us;             /* how long the handler ran on its pool thread (O1) */
+        struct m0_treplay *backfill; /* a stream's backfill (AP2) instead of a request, or NULL */
 };
 
 /* One pool thread of one loop. */

@@ -2,15 +2,20 @@
 /* request.c: what a handler reads of its request: its head, its query and form parameters
  * (Q2), and the end of what its helpers made. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include <jansson.h>
 
+#include "config.h"
 #include "cookie.h"
+#include "error.h"
 #include "head-checks.h"
+#include "json.h"
 #include "request.h"
 
 const char *m0_version(void)
@@ -66,6 +71,8 @@ ssize_t m0__pct_decode(const char *s, size_t n, char *out, unsigned flags)
                                 return -EINVAL;
                         }
                 }
+                if (o == 0 && ch == '/' && (flags & M0__PCT_RELATIVE))
+                        return -EINVAL; /* "/etc/passwd", "%2Froot": a root of its own */
                 if (strict && ch == '/') {
                         if (dots && seg && seg <= 2)
                                 return -EINVAL;
@@ -120,7 +127,7 @@ static size_t pair_put(const char *s, size_t len, char *out)
 {
         const char *eq = memchr(s, '=', len);
         size_t kn = eq ? (size_t)(eq - s) : len;
-        unsigned fk = 0, fv = eq ? 0 : M0__PARAM_LAX;
+        unsigned fk = 0, fv = eq ? 0 : M0__PARAM_BARE;
         size_t dk = decode(s, kn, out + 1, &fk);
         if (fk & M0__PARAM_BAD)
                 return 0;
@@ -207,69 +214,150 @@ static int params_index(m0_req *req)
         return 0;
 }
 
-/*
- * The value of the first record named `name` in [from, to) of the index. With `strict`, also
- * NULL when that record is M0__PARAM_LAX or the name has another record after it.
- */
-static const char *param_find(const m0_req *req, size_t from, size_t to, const char *name,
-                              bool strict)
+/* The value of the first record named `name` in [from, to) of the index, NULL when it has none
+ * or that record is M0__PARAM_BAD: the query's and the cookies' lenient reading. */
+static const char *param_first(const m0_req *req, size_t from, size_t to, const char *name)
 {
-        const char *hit = NULL;
-        bool seen = false;
         for (const char *p = req->arena.data + from, *end = req->arena.data + to; p < end;) {
                 unsigned flags = (unsigned char)p[0];
                 const char *k = p + 1;
-                size_t kn = strlen(k);
-                const char *v = k + kn + 1;
+                const char *v = k + strlen(k) + 1;
+                p = v + strlen(v) + 1;
+                if (strcmp(k, name) == 0)
+                        return flags & M0__PARAM_BAD ? NULL : v;
+        }
+        return NULL;
+}
+
+/*
+ * The one record named `name` in [from, to) of the index (AP1): 0 and *ret_value; -ENOENT (none),
+ * -EEXIST (more than one), -EBADMSG (a decoded NUL, or a flag of `bad`: M0__PARAM_LAX, a
+ * malformed %-escape; M0__PARAM_BARE, no '='), and with `utf8`, -EILSEQ (not UTF-8).
+ */
+static int param_one(const m0_req *req, size_t from, size_t to, const char *name, unsigned bad,
+                     bool utf8, const char **ret_value)
+{
+        const char *hit = NULL;
+        unsigned hit_flags = 0;
+        for (const char *p = req->arena.data + from, *end = req->arena.data + to; p < end;) {
+                unsigned flags = (unsigned char)p[0];
+                const char *k = p + 1;
+                const char *v = k + strlen(k) + 1;
                 p = v + strlen(v) + 1;
                 if (strcmp(k, name) != 0)
                         continue;
-                if (seen)
-                        return NULL;
-                hit = (flags & (strict ? M0__PARAM_BAD | M0__PARAM_LAX : M0__PARAM_BAD)) ? NULL : v;
-                if (!strict)
-                        return hit;
-                seen = true;
+                if (hit)
+                        return -EEXIST;
+                hit = v;
+                hit_flags = flags;
         }
-        return hit;
+        if (!hit)
+                return -ENOENT;
+        if (hit_flags & (M0__PARAM_BAD | bad))
+                return -EBADMSG;
+        if (utf8 && !m0__utf8_ok(hit))
+                return -EILSEQ;
+        *ret_value = hit;
+        return 0;
+}
+
+int m0__req_refuse(m0_req *req, int err, int status, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(req->refusal.detail, sizeof(req->refusal.detail), fmt, ap);
+        va_end(ap);
+        req->scratch = true;
+        req->refusal.err = err;
+        req->refusal.status = status;
+        return err;
+}
+
+/* What param_one() found wrong with `what` ("the form field", "the query parameter") `name`,
+ * recorded as the 400 the host answers when the handler returns it (AP1). */
+static int refuse_param(m0_req *req, const char *what, const char *name, int err)
+{
+        const char *why;
+        switch (err) {
+        case -ENOENT: why = "is missing"; break;
+        case -EEXIST: why = "is given more than once"; break;
+        case -EBADMSG: why = "is malformed: a bad %-escape, %00, or no '=' in a form"; break;
+        case -EILSEQ: why = "is not UTF-8"; break;
+        default: return err;
+        }
+        return m0__req_refuse(req, err, 400, "%s '%.64s' %s", what, name, why);
 }
 
 const char *m0_req_query(m0_req *req, const char *name)
 {
         if (!req->query[0] || params_index(req) < 0)
                 return NULL;
-        return param_find(req, 0, req->query_end, name, false);
+        return param_first(req, 0, req->query_end, name);
 }
+
+int m0_req_query_get(m0_req *req, const char *name, const char **ret_value)
+{
+        int r = params_index(req);
+        if (r == 0)
+                r = param_one(req, 0, req->query_end, name, M0__PARAM_LAX, true, ret_value);
+        return r < 0 ? refuse_param(req, "the query parameter", name, r) : 0;
+}
+
+/* What a form does not send: a field without '=', a malformed %-escape (Q2). */
+#define FORM_BAD (M0__PARAM_LAX | M0__PARAM_BARE)
 
 const char *m0_req_form(m0_req *req, const char *name)
 {
+        const char *v;
         if (!is_form(req) || params_index(req) < 0)
                 return NULL;
-        return param_find(req, req->query_end, req->form_end, name, true);
+        return param_one(req, req->query_end, req->form_end, name, FORM_BAD, false, &v) == 0 ? v
+                                                                                             : NULL;
+}
+
+int m0_req_form_get(m0_req *req, const char *name, const char **ret_value)
+{
+        static const char form[] = "application/x-www-form-urlencoded";
+        if (!is_form(req)) {
+                char detail[sizeof(req->refusal.detail)];
+                m0__error_media_detail(form, sizeof(form) - 1, detail, sizeof(detail));
+                return m0__req_refuse(req, -EMEDIUMTYPE, 415, "%s", detail);
+        }
+        int r = params_index(req);
+        if (r == 0)
+                r = param_one(req, req->query_end, req->form_end, name, FORM_BAD, true, ret_value);
+        return r < 0 ? refuse_param(req, "the form field", name, r) : 0;
 }
 
 const char *m0__param_cookie(m0_req *req, const char *name)
 {
         if (params_index(req) < 0)
                 return NULL;
-        return param_find(req, req->form_end, req->arena.len, name, false);
+        return param_first(req, req->form_end, req->arena.len, name);
 }
 
 int m0_req_query_int(m0_req *req, const char *name, long min, long max, long *ret)
 {
-        const char *v = m0_req_query(req, name);
-        if (!v)
-                return -ENOENT;
-        if (!*v)
-                return -EINVAL;
-        char *end;
-        errno = 0;
-        long x = strtol(v, &end, 10);
-        if (*end)
-                return -EINVAL;
-        if (errno == ERANGE || x < min || x > max)
-                return -ERANGE;
-        *ret = x;
+        const char *v;
+        int r = m0_req_query_get(req, name, &v);
+        if (r < 0)
+                return r;
+        uint64_t x;
+        /* the configuration's numbers: digits alone, no sign, no space */
+        r = m0__parse_uint(v, &x);
+        if (r == -EINVAL)
+                return m0__req_refuse(req, -EINVAL, 400,
+                                      "the query parameter '%.64s' must be a whole number from "
+                                      "%ld to %ld",
+                                      name, min < 0 ? 0 : min, max); /* none has a sign */
+        if (r == -ERANGE || max < 0 || x > (uint64_t)max)
+                return m0__req_refuse(req, -ERANGE, 400,
+                                      "the query parameter '%.64s' must be at most %ld", name, max);
+        if ((long)x < min)
+                return m0__req_refuse(req, -EDOM, 400,
+                                      "the query parameter '%.64s' must be at least %ld", name,
+                                      min);
+        *ret = (long)x;
         return 0;
 }
 
@@ -289,9 +377,10 @@ int m0__req_bind(m0_req *req, const char *path, const struct m0_match *m)
         if (req && m0__buf_reserve(&req->params, need) < 0)
                 return -ENOMEM;
         for (unsigned k = 0; k < m->nparams; k++) {
-                /* %2F is refused in one segment's capture, taken in the rest's (T1) */
+                /* %2F is refused in one segment's capture, taken in the rest's (T1); no
+                 * capture begins with '/', literal or encoded (D110) */
                 bool rest = r->rest && k + 1 == m->nparams;
-                unsigned flags = M0__PCT_STRICT | (rest ? 0 : M0__PCT_NO_SLASH);
+                unsigned flags = M0__PCT_STRICT | M0__PCT_RELATIVE | (rest ? 0 : M0__PCT_NO_SLASH);
                 char *out = req ? req->params.data + req->params.len : NULL;
                 ssize_t d = m0__pct_decode(path + m->off[k], m->len[k], out, flags);
                 if (d < 0)

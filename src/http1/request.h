@@ -61,6 +61,7 @@ enum {
         M0__PCT_PLUS = 1u << 0,     /* '+' is a space (a query, a form) */
         M0__PCT_STRICT = 1u << 1,   /* refuse a malformed escape, %00 and a "." or ".." segment */
         M0__PCT_NO_SLASH = 1u << 2, /* refuse %2F: one segment's capture */
+        M0__PCT_RELATIVE = 1u << 3, /* refuse a decoding that begins with '/': a capture (D110) */
 };
 
 /*
@@ -79,8 +80,9 @@ int m0__req_bind(m0_req *req, const char *path, const struct m0_match *m);
  * decoded once into the arena as records of a flag byte, the name and the value, each
  * NUL-terminated (a name holding a NUL is no name and has no record) ---- */
 
-#define M0__PARAM_BAD 1u /* a value no reader returns: it decodes to a NUL, or breaks RFC 6265 */
-#define M0__PARAM_LAX 2u /* no '=', or a malformed %-escape: the query takes it, a form does not */
+#define M0__PARAM_BAD 1u  /* a value no reader returns: it decodes to a NUL, or breaks RFC 6265 */
+#define M0__PARAM_LAX 2u  /* a malformed %-escape: m0_req_query() takes it, the others do not */
+#define M0__PARAM_BARE 4u /* no '=': the query takes it (the value ""), a form does not */
 
 /* Write one record at `out` (room for nl + vl + 3 bytes); returns its size. */
 size_t m0__param_put(char *out, unsigned flags, const char *name, size_t nl, const char *value,
@@ -95,6 +97,10 @@ const char *m0__param_cookie(m0_req *req, const char *name);
  * "Application/JSON ; charset=utf-8"), *ret_len bytes; NULL without a Content-Type or with one
  * that is not a media type. */
 const char *m0__req_media_type(const m0_req *req, size_t *ret_len);
+
+/* Record that a helper refused the request with `err` (-EMEDIUMTYPE, -EBADMSG, …): the answer
+ * is `status` with the formatted detail when the handler returns `err` (Q3, AP1). Returns err. */
+int m0__req_refuse(m0_req *req, int err, int status, const char *fmt, ...) M0_PRINTF(4, 5);
 
 void m0__req_scratch_end(m0_req *req);
 

@@ -86,10 +86,17 @@ static char *utoa_rev(char *end, uint64_t v)
         return end;
 }
 
+void m0__res_keep_alive(struct m0_hctx *l, uint32_t idle_ms)
+{
+        int n = snprintf(l->keep_alive, sizeof(l->keep_alive), "Keep-Alive: timeout=%u\r\n",
+                         idle_ms / 1000);
+        l->keep_alive_len = n > 0 && (size_t)n < sizeof(l->keep_alive) ? (size_t)n : 0;
+}
+
 int m0__res_serialize(struct m0_hctx *l, const struct m0_res *res, bool head_only,
                       enum m0_conn_mode conn, struct m0_buf *out)
 {
-        int r = m0__buf_reserve(out, 160 + l->loop.date_len + res->head.len +
+        int r = m0__buf_reserve(out, 160 + l->loop.date_len + l->keep_alive_len + res->head.len +
                                              (head_only ? 0 : res->body.len));
         if (r < 0)
                 return r;
@@ -115,9 +122,13 @@ int m0__res_serialize(struct m0_hctx *l, const struct m0_res *res, bool head_onl
         if (conn == M0__CONN_CLOSE) {
                 memcpy(p, "Connection: close\r\n", 19);
                 p += 19;
-        } else if (conn == M0__CONN_KEEP_ALIVE) {
-                memcpy(p, "Connection: keep-alive\r\n", 24);
-                p += 24;
+        } else {
+                if (conn == M0__CONN_KEEP_ALIVE) {
+                        memcpy(p, "Connection: keep-alive\r\n", 24);
+                        p += 24;
+                }
+                memcpy(p, l->keep_alive, l->keep_alive_len);
+                p += l->keep_alive_len;
         }
         out->len = (size_t)(p - out->data);
         if (res->head.len) {

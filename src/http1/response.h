@@ -25,13 +25,17 @@ struct m0_res {
 
 /* What an answer says of its connection (H1, H7). */
 enum m0_conn_mode {
-        M0__CONN_KEEP = 0,   /* HTTP/1.1 keep-alive: nothing to say */
+        M0__CONN_KEEP = 0,   /* HTTP/1.1 keep-alive: Keep-Alive: timeout=N alone (D111) */
         M0__CONN_CLOSE,      /* Connection: close */
         M0__CONN_KEEP_ALIVE, /* an HTTP/1.0 connection kept: Connection: keep-alive */
 };
 
 void m0__res_reset(struct m0_res *res);
-/* Serialize status line, host headers, app headers and (unless head_only) the body into out. */
+/* The Keep-Alive line a kept answer of `l` carries for an idle timeout of `idle_ms` (D111):
+ * its whole seconds, rounded down, so that a client retires the connection before m0 does. */
+void m0__res_keep_alive(struct m0_hctx *l, uint32_t idle_ms);
+/* Serialize status line, host headers, app headers and (unless head_only) the body into out;
+ * a kept answer carries l's Keep-Alive line. */
 int m0__res_serialize(struct m0_hctx *l, const struct m0_res *res, bool head_only,
                       enum m0_conn_mode conn, struct m0_buf *out);
 const char *m0__status_reason(int status);

@@ -13,6 +13,7 @@
 #include "host.h"
 #include "log.h"
 #include "attach.h"
+#include "pool.h"
 #include "sse.h"
 #include "subs.h"
 
@@ -161,7 +162,8 @@ static struct m0_key key_of(const char *name)
  * up to that id is in `out` (when `replay`), every later one reaches the loop's queue.
  */
 static int follow_all(struct m0_conn *c, const m0_res *res, bool replay, uint64_t after,
-                      struct m0_fvec *out, struct m0_subscribed *ret)
+                      struct m0_fvec *out, const struct m0_gap_sink *gaps,
+                      struct m0_subscribed *ret)
 {
         struct m0_hctx *l = c->loop;
         c->subs = calloc(res->nchans ? res->nchans : 1, sizeof(*c->subs));
@@ -188,7 +190,7 @@ static int follow_all(struct m0_conn *c, const m0_res *res, bool replay, uint64_
                         add[nadd++] = sub->f->key;
         }
         int r = m0__bus_subscribe(&l->host->bus, l->index, add, nadd, keys, c->nsubs, replay, after,
-                                  out, ret);
+                                  out, gaps, ret);
         free(keys);
         c->seq = ret->seq;
         c->cursor = ret->last;
@@ -219,6 +221,128 @@ static int first_bytes(struct m0_hctx *l, struct m0_buf *w)
         return r;
 }
 
+/* Where the gap events of a stream's replay go: its first bytes, before any replayed event;
+ * and, when the app backfills, a record of each gap for it (struct m0_treplay's `gaps`). */
+struct gap_out {
+        struct m0_buf *w;
+        struct m0_buf *gaps; /* NULL: the app does not backfill */
+        int r;
+};
+
+/*
+ * AP2: a channel gave up events after the stream's Last-Event-ID, and keeps from `oldest` on:
+ * the stream says so before anything of it, in an event of its own with no id (the client's
+ * Last-Event-ID stays what it saw), so that the client can fetch what it missed. Runs under the
+ * bus lock, once per such channel.
+ */
+static void gap_event(void *ud, const char *name, size_t len, uint64_t oldest)
+{
+        struct gap_out *g = ud;
+        if (g->r < 0)
+                return;
+        json_t *j = json_pack("{s:s%,s:I}", "channel", name, len, "oldest", (json_int_t)oldest);
+        char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        g->r = text ? m0__buf_printf(g->w, "event: " M0_EVENT_GAP "\ndata: %s\n\n", text) : -ENOMEM;
+        if (g->r == 0 && g->gaps && (g->r = m0__buf_append(g->gaps, &oldest, sizeof(oldest))) == 0)
+                g->r = m0__buf_append(g->gaps, name, len);
+        if (g->r == 0 && g->gaps)
+                g->r = m0__buf_append(g->gaps, "", 1);
+        free(text);
+        json_decref(j);
+}
+
+struct m0_backfill {
+        const char *channel;
+        struct m0_buf *out;
+        size_t max; /* --max-output-bytes: what a stream may have unsent (B2) */
+};
+
+int m0_backfill_event(m0_backfill *bf, const char *event, const char *data)
+{
+        if (event && strpbrk(event, "\r\n"))
+                return -EINVAL;
+        struct m0_frame *f =
+                m0__frame_unnumbered(bf->channel, event, data, data ? strlen(data) : 0);
+        if (!f)
+                return -ENOMEM;
+        size_t n = f->end - f->start;
+        int r = bf->out->len + n > bf->max ? -ENOBUFS
+                                           : m0__buf_append(bf->out, f->bytes + f->start, n);
+        m0__frame_unref(f);
+        return r;
+}
+
+/* The table's answer came back to the stream's loop, or the loop ended first. */
+static void replay_back(struct m0_loop *el, struct m0_msg *m)
+{
+        m0__sse_replayed(m0__hctx_of(el), m->arg);
+}
+
+static void replay_drop(struct m0_loop *el, struct m0_msg *m)
+{
+        (void)el;
+        m0__treplay_free(m->arg);
+}
+
+void m0__sse_backfill(const m0_app *app, struct m0_treplay *t, void *state)
+{
+        for (size_t at = 0; t->err == 0 && at < t->gaps.len;) {
+                uint64_t oldest;
+                memcpy(&oldest, t->gaps.data + at, sizeof(oldest));
+                const char *name = t->gaps.data + at + sizeof(oldest);
+                at += sizeof(oldest) + strlen(name) + 1;
+                m0_backfill bf = {.channel = name,
+                                  .out = &t->pre,
+                                  .max = m0__hctx_of(t->loop)->host->cfg.max_output_bytes};
+                int r = app->backfill(&bf, name, t->after, oldest, state);
+                if (r < 0) {
+                        t->err = r;
+                        snprintf(t->why, sizeof(t->why), "channel %s", name);
+                }
+        }
+        m0__treplay_post(t);
+}
+
+/*
+ * AP2: the app backfills the channels `gaps` records: the stream waits, holding what comes live,
+ * while the app's callback runs on the loop's pool (or on the loop, posting to itself), then
+ * gets the backfill, its kept replay `got` (taken, sorted) and what was held, none twice.
+ */
+static int backfill_begin(struct m0_conn *c, uint64_t after, struct m0_buf *gaps,
+                          struct m0_fvec *got)
+{
+        struct m0_hctx *l = c->loop;
+        struct m0_treplay *t = calloc(1, sizeof(*t));
+        struct m0_job *job = l->pool.nthreads ? calloc(1, sizeof(*job)) : NULL;
+        if (t)
+                t->msg = calloc(1, sizeof(*t->msg));
+        if (!t || !t->msg || (l->pool.nthreads && !job)) {
+                m0__treplay_free(t);
+                free(job);
+                return -ENOMEM;
+        }
+        t->loop = &l->loop;
+        t->back = replay_back;
+        t->drop = replay_drop;
+        t->c = c;
+        t->after = after;
+        t->backfill = true;
+        t->upto = c->cursor; /* every later id reaches the loop's queue, and is held */
+        t->gaps = *gaps;
+        *gaps = (struct m0_buf){0};
+        t->rows = *got;
+        *got = (struct m0_fvec){0};
+        c->treplay = t;
+        if (job) {
+                job->loop = l;
+                job->backfill = t;
+                m0__pool_submit(&l->pool, job);
+        } else {
+                m0__sse_backfill(l->host->app, t, l->thread.state);
+        }
+        return 0;
+}
+
 void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res)
 {
         struct m0_hctx *l = c->loop;
@@ -247,7 +371,18 @@ void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res)
         bool replay = last_event_id(req, &after);
         struct m0_fvec got = {0};
         struct m0_subscribed sub = {0};
-        r = follow_all(c, res, replay, after, &got, &sub);
+        struct m0_buf backfill = {0};
+        struct gap_out gaps = {.w = w,
+                               .gaps = l->host->app && l->host->app->backfill ? &backfill : NULL};
+        r = follow_all(c, res, replay, after, &got,
+                       &(struct m0_gap_sink){.fn = gap_event, .ud = &gaps}, &sub);
+        if (r == 0)
+                r = gaps.r;
+        if (r == 0 && backfill.len) {
+                m0__fvec_sort(&got);
+                r = backfill_begin(c, after, &backfill, &got);
+        }
+        m0__buf_free(&backfill);
         if (r == 0 && sub.table)
                 r = m0__sse_ask_table(c, after);
         if (r < 0) {
@@ -357,18 +492,6 @@ static void close_behind(struct m0_hctx *l, struct m0_refusal *r)
 
 /* ---- a replay from the shared bus's table (G4, D95) ---- */
 
-/* The table's answer came back to the stream's loop, or the loop ended first. */
-static void replay_back(struct m0_loop *el, struct m0_msg *m)
-{
-        m0__sse_replayed(m0__hctx_of(el), m->arg);
-}
-
-static void replay_drop(struct m0_loop *el, struct m0_msg *m)
-{
-        (void)el;
-        m0__treplay_free(m->arg);
-}
-
 int m0__sse_ask_table(struct m0_conn *c, uint64_t after)
 {
         struct m0_hctx *l = c->loop;
@@ -445,8 +568,9 @@ void m0__sse_replayed(struct m0_hctx *l, struct m0_treplay *t)
         c->treplay = NULL;
         if (t->err) {
                 m0__log(M0_LOG_WARNING, l->index, NULL,
-                        "a stream's replay after id %llu from the database failed (%s%s%s): the "
-                        "stream is closed, for its client to reconnect",
+                        "a stream's %s after id %llu failed (%s%s%s): the stream is closed, for "
+                        "its client to reconnect",
+                        t->backfill ? "backfill by the app" : "replay from the database",
                         (unsigned long long)t->after, strerror(-t->err), t->why[0] ? ": " : "",
                         t->why);
                 m0__treplay_free(t);
@@ -456,7 +580,7 @@ void m0__sse_replayed(struct m0_hctx *l, struct m0_treplay *t)
         }
         /* The rows up to `upto`, then what came live meanwhile past them: no gap, no repeat. */
         c->cursor = t->after;
-        bool alive = true;
+        bool alive = !t->pre.len || m0__conn_send(c, t->pre.data, t->pre.len) == 0;
         uint64_t replayed = 0, delivered = 0;
         for (size_t i = 0; alive && i < t->rows.n; i++)
                 alive = send_frame(c, t->rows.v[i], &replayed);

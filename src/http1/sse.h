@@ -23,8 +23,13 @@ void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res);
 /* A stream's replay is the shared bus's table's (G4, D95): ask it; until the answer comes the
  * live frames for `c` are held. 0, or -errno (the stream is to end). */
 int m0__sse_ask_table(struct m0_conn *c, uint64_t after);
-/* The table's answer (M0_MSG_REPLAY): the rows, then what was held, then live; `t` is freed. */
+/* The table's answer, or a backfill's (a message handled by replay_back): the backfill's events, the rows, then
+ * what was held, then live; `t` is freed. */
 void m0__sse_replayed(struct m0_hctx *l, struct m0_treplay *t);
+/* A stream's backfill (AP2): `app`'s backfill for each of t's gaps, with `state` (the calling
+ * thread's handler state), into t->pre; then `t` is posted to its loop in a message handled by t->back. A pool
+ * thread of that loop, or the loop itself. */
+void m0__sse_backfill(const m0_app *app, struct m0_treplay *t, void *state);
 /* A publish woke this loop: deliver the new frames to its streams, a take of them (up to 64) per
  * item of the turn (D85). True when the turn ran out with frames still waiting. */
 bool m0__sse_deliver(struct m0_hctx *l);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* metrics.c: the exposition of what operators watch (O1) in the OpenMetrics text format, or the
- * Prometheus text format 0.0.4 for the tools that ask for it, read from each loop's counters
- * without a lock (D79, D80). */
+/* metrics.c: the exposition of what operators watch (O1) in the Prometheus text format 0.0.4, or
+ * the OpenMetrics text format for a scraper that asks for it (AP4), read from each loop's counters
+ * without a lock (D79, D80, D116). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,6 +9,7 @@
 
 #include "buf.h"
 #include "host.h"
+#include "head-checks.h"
 #include "metrics.h"
 #include "pgbus.h"
 
@@ -30,11 +31,72 @@ const char *m0__metrics_content_type(enum m0_metrics_format f)
                                            : "text/plain; version=0.0.4; charset=utf-8";
 }
 
+/* A qvalue (RFC 9110 12.4.2: "0" [ "." 0*3DIGIT ] / "1" [ "." 0*3"0" ]) in thousandths, or -1. */
+static int qvalue(const char *v, size_t n)
+{
+        if (n == 0 || (v[0] != '0' && v[0] != '1') || n == 2 || n > 5 || (n > 1 && v[1] != '.'))
+                return -1;
+        int q = (v[0] - '0') * 1000;
+        for (size_t i = 2, scale = 100; i < n; i++, scale /= 10) {
+                if (v[i] < '0' || v[i] > '9')
+                        return -1;
+                q += (v[i] - '0') * (int)scale;
+        }
+        return q <= 1000 ? q : -1;
+}
+
+/* One element of an Accept list: its media range, trimmed, and its q in thousandths (1000 when it
+ * has none). -1 when the element has no range or a q that is not a qvalue. */
+static int accept_element(const char *p, size_t n, const char **ret_range, size_t *ret_len,
+                          int *ret_q)
+{
+        size_t rn = strcspn(p, ";");
+        rn = rn < n ? rn : n;
+        *ret_range = p;
+        *ret_len = rn;
+        m0__http_trim(ret_range, ret_len);
+        *ret_q = 1000;
+        for (size_t i = rn; i < n;) {
+                const char *par = p + i + 1;
+                size_t pn = strcspn(par, ";");
+                pn = pn < n - i - 1 ? pn : n - i - 1;
+                i += pn + 1;
+                m0__http_trim(&par, &pn);
+                if (pn >= 2 && (par[0] == 'q' || par[0] == 'Q') && par[1] == '=')
+                        *ret_q = qvalue(par + 2, pn - 2);
+        }
+        return *ret_len && *ret_q >= 0 ? 0 : -1;
+}
+
+static bool range_is(const char *r, size_t n, const char *lit)
+{
+        return strlen(lit) == n && strncasecmp(r, lit, n) == 0;
+}
+
 enum m0_metrics_format m0__metrics_negotiate(const char *accept)
 {
-        if (!accept || strcasestr(accept, "application/openmetrics-text"))
-                return M0_METRICS_OPENMETRICS;
-        return strcasestr(accept, "text/plain") ? M0_METRICS_TEXT_004 : M0_METRICS_OPENMETRICS;
+        /* OpenMetrics' q where it is named; text/plain's where the most specific range that
+         * covers it says (text/plain, then all text, then all types); -1: none. */
+        int om = -1, text = -1, text_rank = 0;
+        static const char *const covers_text[] = {"*/*", "text/*", "text/plain"};
+        for (const char *p = accept; p && *p;) {
+                size_t n = strcspn(p, ",");
+                const char *r;
+                size_t rn;
+                int q;
+                if (accept_element(p, n, &r, &rn, &q) == 0) {
+                        if (range_is(r, rn, "application/openmetrics-text") && q > om)
+                                om = q;
+                        for (int k = 0; k < 3; k++)
+                                if (range_is(r, rn, covers_text[k]) &&
+                                    (k + 1 > text_rank || (k + 1 == text_rank && q > text))) {
+                                        text_rank = k + 1;
+                                        text = q;
+                                }
+                }
+                p += n + (p[n] == ',');
+        }
+        return om > 0 && om >= text ? M0_METRICS_OPENMETRICS : M0_METRICS_TEXT_004;
 }
 
 /* ---- writing the text: one `struct out` per exposition; the first error sticks ---- */
@@ -390,6 +452,39 @@ int m0__metrics_render_pgbus(struct m0_pgbus *pg, enum m0_metrics_format f, stru
         return o.err;
 }
 
+static void tls_expiry(void *ud, const struct m0_tls_cert *c)
+{
+        struct out *o = ud;
+        struct m0_buf lb = {0};
+        int r = m0__buf_append(&lb, "file=\"", 6);
+        if (r == 0)
+                r = m0__metrics_label_value(&lb, c->file);
+        if (r == 0)
+                r = m0__buf_append(&lb, "\",server_name=\"", 15);
+        if (r == 0)
+                r = m0__metrics_label_value(&lb, c->name);
+        if (r == 0)
+                r = m0__buf_append(&lb, "\"", 2); /* the quote and the NUL */
+        if (r < 0 && !o->err)
+                o->err = r;
+        if (r == 0)
+                sample(o, "m0_tls_certificate_expiry_timestamp_seconds", "", lb.data,
+                       c->not_after > 0 ? (uint64_t)c->not_after : 0);
+        m0__buf_free(&lb);
+}
+
+/* TL3: when each certificate expires, for an alert ahead of M0_TLS_WARN_DAYS. */
+static void tls(struct out *o, struct m0_host *h)
+{
+        if (!h->tls)
+                return;
+        family(o, "m0_tls_certificate_expiry_timestamp_seconds", GAUGE, "seconds",
+               "When each TLS certificate expires (notAfter), in seconds since the epoch; "
+               "server_name is "
+               "the server name it is chosen for, empty for the default.");
+        m0__tls_each_cert(h->tls, tls_expiry, o);
+}
+
 int m0__metrics_render(struct m0_host *h, enum m0_metrics_format f, struct m0_buf *out)
 {
         struct out o = {.b = out, .om = f == M0_METRICS_OPENMETRICS};
@@ -403,6 +498,7 @@ int m0__metrics_render(struct m0_host *h, enum m0_metrics_format f, struct m0_bu
         bus(&o, h);
         pool(&o, h);
         access_log(&o, h);
+        tls(&o, h);
         self(&o, h);
         if (!o.err && h->pgbus)
                 o.err = m0__metrics_render_pgbus(h->pgbus, f, out);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* metrics.h: metrics.c and server.c, what operators watch (O1): the counters each loop
- * keeps, their exposition in the OpenMetrics text format, and the thread that answers
+ * keeps, their exposition in the Prometheus or the OpenMetrics text format, and the thread that answers
  * GET /metrics on a socket of its own (D79, D80). */
 #ifndef M0_METRICS_H
 #define M0_METRICS_H
@@ -121,14 +121,16 @@ struct m0_loop_stats {
 /* ---- metrics.c: the exposition ---- */
 
 enum m0_metrics_format {
-        M0_METRICS_OPENMETRICS = 0, /* application/openmetrics-text; version=1.0.0 */
-        M0_METRICS_TEXT_004,        /* text/plain; version=0.0.4, for promtool and old scrapers */
+        M0_METRICS_OPENMETRICS = 0, /* application/openmetrics-text; version=1.0.0, when asked */
+        M0_METRICS_TEXT_004,        /* text/plain; version=0.0.4: the default (AP4) */
 };
 
 /* The content type of each format. */
 const char *m0__metrics_content_type(enum m0_metrics_format f);
-/* Which format an Accept value asks for (NULL: none sent): OpenMetrics unless it names
- * text/plain and not application/openmetrics-text (D79). */
+/* Which format an Accept value asks for (NULL: none sent): OpenMetrics when it names
+ * application/openmetrics-text with a q above 0 and at or above what it gives text/plain (by the
+ * most specific range covering text/plain), else the 0.0.4 text format, as Prometheus's
+ * client libraries answer (AP4, D116). An element whose q is not a qvalue is ignored. */
 enum m0_metrics_format m0__metrics_negotiate(const char *accept);
 /*
  * Append the whole exposition of host `h` to `out`: every family, each loop's counters summed

@@ -20,13 +20,15 @@
 #include "response.h"
 
 /*
- * One metrics connection. It reads a head of at most --max-head-bytes, answers it once (then its
+ * One metrics connection. It reads a head of at most --max-head-bytes as a loop's connection reads
+ * one (struct m0_head_reader: the same statuses to the same bytes, H3), answers it once (then its
  * write side is shut and what the client still sends is dropped until it closes), all within
  * --metrics-timeout-ms of its accept; past that it is closed wherever it is.
  */
 struct m0_mconn {
         int fd; /* -1: a free slot */
         uint64_t deadline_ms;
+        struct m0_head_reader rd;
         struct m0_buf in;
         struct m0_buf out;
         size_t out_off;
@@ -94,13 +96,6 @@ static int head(struct m0_buf *out, int status, const char *type, size_t len, bo
                               allow ? "Allow: GET, HEAD\r\n" : "");
 }
 
-/* Whether the bytes read so far are a HEAD's, as far as they say: read before the head is
- * parsed, which cuts the method out in place. */
-static bool asks_head(const struct m0_mconn *c)
-{
-        return c->in.len >= 5 && !memcmp(c->in.data, "HEAD ", 5);
-}
-
 /* Answer with `status` and its reason as a text body, or its head alone to a HEAD (D100);
  * counted as rejected. */
 static void refuse(struct m0_metrics_server *m, struct m0_mconn *c, int status, bool is_head)
@@ -118,27 +113,25 @@ static void refuse(struct m0_metrics_server *m, struct m0_mconn *c, int status, 
         write_out(m, c);
 }
 
-/* A whole head is in: GET (or HEAD) /metrics gets the exposition, anything else its refusal. */
-static void answer(struct m0_host *h, struct m0_mconn *c, struct m0_header *fields)
+/* The head is read (`st` 0, `req` it) or refused (`st` its status): GET (or HEAD) /metrics
+ * gets the exposition, anything else its refusal. */
+static void answer(struct m0_host *h, struct m0_mconn *c, int st, const struct m0_req *req)
 {
         struct m0_metrics_server *m = &h->metrics;
-        struct m0_req req = {.headers = fields};
-        size_t hl;
-        bool is_head = asks_head(c);
-        int st = m0__http_head_parse(c->in.data, c->in.len, &h->cfg, &req, &hl);
+        bool is_head = m0__head_read_is_head(&c->rd);
         if (st) {
                 refuse(m, c, st, is_head);
                 return;
         }
-        if (strcmp(req.path, "/metrics") != 0) {
+        if (strcmp(req->path, "/metrics") != 0) {
                 refuse(m, c, 404, is_head);
                 return;
         }
-        if (!is_head && strcmp(req.method, "GET") != 0) {
+        if (!is_head && strcmp(req->method, "GET") != 0) {
                 refuse(m, c, 405, false);
                 return;
         }
-        enum m0_metrics_format f = m0__metrics_negotiate(m0_req_header(&req, "Accept"));
+        enum m0_metrics_format f = m0__metrics_negotiate(m0_req_header(req, "Accept"));
         m0__count(&m->scrapes, 1); /* before the rendering, which then counts itself */
         struct m0_buf body = {0};
         int r = m0__metrics_render(h, f, &body);
@@ -180,11 +173,14 @@ static void on_readable(struct m0_host *h, struct m0_mconn *c, struct m0_header 
         }
         if (answered)
                 return;
+        struct m0_req req = {.headers = fields};
+        size_t seen = c->in.len;
         c->in.len += (size_t)n;
-        if (memmem(c->in.data, c->in.len, "\r\n\r\n", 4))
-                answer(h, c, fields);
-        else if (c->in.len > max)
-                refuse(m, c, 431, asks_head(c));
+        int st = m0__head_read(&c->rd, c->in.data, seen, c->in.len, &req);
+        if (st == -EAGAIN && c->in.len > max)
+                st = 431; /* empty lines before a request line, past the head bound */
+        if (st != -EAGAIN)
+                answer(h, c, st, &req);
 }
 
 /* Take what the listener holds: into a free slot, or closed at once past the limit. */
@@ -206,6 +202,7 @@ static void accept_some(struct m0_host *h, int lfd)
                         continue;
                 }
                 c->fd = fd;
+                m0__head_reader_init(&c->rd, &h->cfg);
                 c->deadline_ms = m0__now_ms() + h->cfg.metrics_timeout_ms;
         }
 }

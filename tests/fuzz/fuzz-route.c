@@ -83,8 +83,9 @@ static void query(const struct m0_router *rt, const m0_route *table, size_t n, c
         if (r == 0) {
                 for (unsigned k = 0; k < req.nparams; k++) {
                         const char *v = req.params.data + req.param[k];
-                        if (strlen(v) > got.len[k])
-                                __builtin_trap(); /* decoding never lengthens, and holds no NUL */
+                        if (strlen(v) > got.len[k] || v[0] == '/')
+                                __builtin_trap(); /* decoding never lengthens, holds no NUL,
+                                                   * and no capture begins with '/' (D110) */
                 }
         } else if (r != -EINVAL || m0__req_bind(NULL, path, &got) != -EINVAL) {
                 __builtin_trap(); /* checking alone says what binding says */
@@ -97,6 +98,7 @@ static bool ref_refused(const char *s, size_t n, unsigned flags)
 {
         bool strict = flags & M0__PCT_STRICT;
         size_t seg = 0, dots = 0;
+        bool first = true;
         for (size_t i = 0; i <= n; i++) {
                 unsigned ch = i < n ? (unsigned char)s[i] : '/';
                 bool escape = ch == '%' && i + 2 < n && isxdigit((unsigned char)s[i + 1]) &&
@@ -109,6 +111,9 @@ static bool ref_refused(const char *s, size_t n, unsigned flags)
                         if ((strict && ch == 0) || (ch == '/' && (flags & M0__PCT_NO_SLASH)))
                                 return true;
                 }
+                if (i < n && ch == '/' && (flags & M0__PCT_RELATIVE) && first)
+                        return true; /* a capture that begins with '/' (D110) */
+                first = false;
                 if (ch == '/') {
                         if (strict && seg && seg == dots && seg <= 2)
                                 return true; /* "." or ".." */
@@ -121,12 +126,12 @@ static bool ref_refused(const char *s, size_t n, unsigned flags)
         return false;
 }
 
-/* "D<f><bytes>": decode the bytes under flags f (its low three bits), checking alone and into a
+/* "D<f><bytes>": decode the bytes under flags f (its low four bits), checking alone and into a
  * buffer: both say the same, a refusal is the reference's, and the output is never longer, has
  * no NUL under M0__PCT_STRICT, and no '/' the input did not hold literally under NO_SLASH. */
 static void decode(const char *line, size_t len)
 {
-        unsigned flags = (unsigned char)line[1] & 7u;
+        unsigned flags = (unsigned char)line[1] & 15u;
         const char *s = line + 2;
         size_t n = len - 2;
         char *out = malloc(n + 1);

@@ -53,7 +53,7 @@ def clean_env(extra=None):
             k.startswith("M0_")
             or k.startswith("LISTEN_")
             or k in ("NOTIFY_SOCKET", "JOURNAL_STREAM", "WATCHDOG_USEC", "WATCHDOG_PID",
-                     "STATE_DIRECTORY")
+                     "STATE_DIRECTORY", "CREDENTIALS_DIRECTORY")
         )
     }
     for k, v in (extra or {}).items():
@@ -862,6 +862,14 @@ KNOBS = [
     ("stream-max-channels", "M0_STREAM_MAX_CHANNELS", "16"),
     ("sse-retry-ms", "M0_SSE_RETRY_MS", "2000"),
     ("bus-ready-ms", "M0_BUS_READY_MS", "5000"),
+    ("tls-cert", "M0_TLS_CERT", "off"),
+    ("tls-key", "M0_TLS_KEY", "off"),
+    ("tls-port", "M0_TLS_PORT", "0"),
+    ("tls-warn-days", "M0_TLS_WARN_DAYS", "14"),
+    ("tls-ticket-rotate-s", "M0_TLS_TICKET_ROTATE_S", "3600"),
+    ("tls-handshake-timeout-ms", "M0_TLS_HANDSHAKE_TIMEOUT_MS", "10000"),
+    ("tls-max-handshakes", "M0_TLS_MAX_HANDSHAKES", "2048"),
+    ("tls-session-cache", "M0_TLS_SESSION_CACHE", "10000"),
 ]
 
 

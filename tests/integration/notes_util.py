@@ -25,7 +25,6 @@ NO_SUCH_NOTE = b'{"error":"no such note"}\n'
 WRONG_LOGIN = b'{"error":"wrong user or password"}\n'
 TOO_BIG = b'{"error":"a title holds at most 200 bytes, a body at most 65536"}\n'
 NOT_A_NOTE = b'{"error":"the body must be {\\"title\\":string,\\"body\\":string}"}\n'
-LOGIN_FORM = b'{"error":"the body must be user=<name>&password=<form-encoded>"}\n'
 FAILED = b'{"error":"could not save"}\n'
 FULL = b'{"error":"no room for this note"}\n'
 JSON_CT = [("Content-Type", "application/json")]

@@ -138,6 +138,10 @@ def test_N4_a_quiet_channel_keeps_its_history_while_a_busy_one_publishes_100000(
         eq([b.raw for b in events_of(follow(s, "quiet", 0))],
            [event(i, 0) for i in (1, 2, 3)], "the quiet channel's history")
         busy = events_of(follow(s, "busy", 0), 0.5)
+        # what it gave up is said first (AP2)
+        eq(busy[0].raw, b'event: m0-gap\ndata: {"channel":"busy","oldest":%d}\n\n' % (last - 63),
+           "the busy channel's gap")
+        busy = busy[1:]
         eq([b.id_int for b in busy], list(range(last - 63, last + 1)),
            "the busy channel: its last 64 (M0_REPLAY_PER_CHANNEL)")
         eq(busy[-1].raw, event(last, 99999), "its newest")
@@ -401,3 +405,103 @@ def test_A5_counter_names_channels_and_values():
         eq(json.loads(s.connect().get("/").body), {"a": 0, "b": 1, "default": 1},
            "values after the refusals")
         eq(s.stop(), 0, "exit status")
+
+
+# ---- a replay that cannot be whole says so (SPEC AP2) ----
+
+
+def counter_value(i, name, value):
+    return f'id: {i}\nevent: value\ndata: {{"counter":"{name}","value":{value}}}\n\n'.encode()
+
+
+def test_AP2_gap_event_before_the_kept_events():
+    """counter with M0_REPLAY_PER_CHANNEL=4, 10 increments of `gap`: a stream whose Last-Event-ID
+    is the first increment's gets `m0-gap` naming counter:gap and the oldest id kept, first and
+    with no id, then the 4 kept events in order, then live ones; a stream whose id is the last
+    one given up or later gets no gap, and neither does one of a channel that lost none."""
+    with Server("counter", env={"M0_SSE_HEARTBEAT_MS": 0, "M0_REPLAY_PER_CHANNEL": 4},
+                state_dir=True) as s:
+        s.wait_ready()
+        ids = []
+        for _ in range(10):
+            r = s.connect().exchange("POST", "/increment?counter=gap")
+            eq(r.status, 204, "POST /increment?counter=gap")
+            ids.append(int(r.header("x-event-id")))
+        r = s.connect().exchange("POST", "/increment?counter=whole")
+        whole_id = int(r.header("x-event-id"))
+        eq(ids, list(range(1, 11)), "the increments' ids")
+        gap = b'event: m0-gap\ndata: {"channel":"counter:gap","oldest":7}\n\n'
+        kept = [counter_value(i, "gap", i) for i in range(7, 11)]
+
+        def stream(query, last_event_id):
+            c = s.connect()
+            r = open_stream(c, f"/events{query}", [("Last-Event-ID", str(last_event_id))])
+            eq(r.status, 200, f"GET /events{query}")
+            eq(c.read_exact(len(OPEN_BLOCKS), timeout=5), OPEN_BLOCKS, "first bytes")
+            return SSEReader(c)
+
+        rd = stream("?counter=gap", ids[0])
+        eq([b.raw for b in events_of(rd)], [gap] + kept, "after the first increment's id")
+        s.connect().exchange("POST", "/increment?counter=gap")
+        eq([b.raw for b in events_of(rd)], [counter_value(12, "gap", 11)], "then the live one")
+        # every counter's channel (counter:*): the gap of counter:gap alone, before any replay
+        rd = stream("", 0)
+        eq([b.raw for b in events_of(rd)],
+           [b'event: m0-gap\ndata: {"channel":"counter:gap","oldest":8}\n\n']
+           + [counter_value(i, "gap", i) for i in (8, 9, 10)]
+           + [counter_value(whole_id, "whole", 1), counter_value(12, "gap", 11)],
+           "counter:* from 0")
+        # nothing lost after the id (7 was the last given up): no gap
+        eq([b.raw for b in events_of(stream("?counter=gap", 7))],
+           [counter_value(i, "gap", i) for i in (8, 9, 10)] + [counter_value(12, "gap", 11)],
+           "after id 7, where the oldest kept is 8")
+        eq([b.raw for b in events_of(stream("?counter=whole", 0))],
+           [counter_value(whole_id, "whole", 1)], "a channel that lost nothing")
+        # an id past the newest replays everything kept, with no gap (N3)
+        eq([b.raw for b in events_of(stream("?counter=gap", 1000))],
+           [counter_value(i, "gap", i) for i in (8, 9, 10)] + [counter_value(12, "gap", 11)],
+           "an id past the newest")
+        eq(s.stop(), 0, "exit status")
+
+
+def test_AP2_the_app_backfills_a_replay_with_a_hole():
+    """An app's backfill (host_check's, M0_HOSTCHECK_BACKFILL=1) runs for a channel that lost
+    events after the stream's Last-Event-ID, on the loop's pool when it has one, on the loop
+    otherwise; what it writes comes after the gap event and before the kept events, the live
+    ones after them, none twice; a channel that lost nothing is not backfilled; a backfill that
+    fails closes the stream, logged (AP2)."""
+    env = {**QUIET, "M0_HOSTCHECK_BACKFILL": 1, "M0_REPLAY_PER_CHANNEL": 4}
+    for args, thread in (([], -1), (["--blocking-threads", "1"], 0)):
+        with Server("host_check", env=env, args=args, state_dir=True) as s:
+            s.wait_ready()
+            eq(publish(s, "a", n=10), (1, 10), "ten events on a")
+            eq(publish(s, "b"), (11, 11), "one on b")
+            rd = follow(s, "a,b", 1)
+            want = [b'event: m0-gap\ndata: {"channel":"a","oldest":7}\n\n',
+                    b'event: backfill\ndata: {"channel":"a","last_id":1,"oldest":7,"thread":%d}'
+                    b'\n\n' % thread] + [event(i, i - 1) for i in range(7, 11)] + [event(11, 0)]
+            eq([b.raw for b in events_of(rd)], want, f"the stream, backfilled ({args})")
+            publish(s, "a")
+            eq([b.raw for b in events_of(rd)], [event(12, 0)], f"then live ({args})")
+            # nothing lost after the id: no backfill
+            eq([b.raw for b in events_of(follow(s, "a", 8))],
+               [event(i, i - 1) for i in (9, 10)] + [event(12, 0)], f"after id 8 ({args})")
+            # what is published while the backfill runs waits for it, and comes once
+            eq(publish(s, "slow", n=5), (13, 17), "five events on slow")
+            rd = follow(s, "slow", 0)
+            eq(publish(s, "slow"), (18, 18), "one more on slow, while it backfills")
+            eq([b.raw for b in events_of(rd, 1.0)],
+               [b'event: m0-gap\ndata: {"channel":"slow","oldest":14}\n\n',
+                b'event: backfill\ndata: {"channel":"slow","last_id":0,"oldest":14,"thread":%d}'
+                b'\n\n' % thread] + [event(i, i - 13) for i in range(14, 18)] + [event(18, 0)],
+               f"a slow backfill, then what came meanwhile ({args})")
+            eq(publish(s, "fail", n=5), (19, 23), "five events on fail")
+            rd = follow(s, "fail", 0)
+            blocks, rest = rd.read_to_eof(10)
+            eq(([b.raw for b in blocks if b.is_event], rest),
+               ([b'event: m0-gap\ndata: {"channel":"fail","oldest":20}\n\n'], b""),
+               f"a failed backfill: the gap, then the end ({args})")
+            s.wait_log(r"loop 0: a stream's backfill by the app after id 0 failed \(Input/output "
+                       r"error: channel fail\): the stream is closed, for its client to "
+                       r"reconnect$")
+            eq(s.stop(), 0, "exit status")

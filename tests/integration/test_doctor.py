@@ -27,6 +27,7 @@ HOST_CHECKS = [
     "cors",
     "metrics",
     "access-log",
+    "tls",
 ]
 
 
@@ -527,8 +528,8 @@ def test_D1_doctor_watchdog_is_what_serving_uses():
             eq(rc, 0, "doctor exit status")
             eq(obj["watchdog"], {"usec": usec, "detail": detail}, "watchdog")
             eq(sorted(obj), ["app", "app_limits", "capabilities", "checks", "config", "cors",
-                             "exit", "fd_store", "metrics", "routes", "sockets", "topology",
-                             "version", "watchdog"],
+                             "exit", "fd_store", "metrics", "routes", "sockets", "tls",
+                             "topology", "version", "watchdog"],
                "members of the JSON object")
             s_rc, pings = _serve_watchdog(env, watchdog_pid_self=self_pid)
             eq(s_rc, rc, "serving's exit status vs the doctor's")

@@ -25,8 +25,8 @@ DETAILS = {400: "the request is not valid HTTP/1.1", 404: "no route matches this
 ARGS = ["--header-timeout-ms", "400", "--max-body-bytes", "300000", "--max-uri-bytes", "256",
         "--max-header-fields", "20", "--blocking-threads", "1"]
 NOT_JSON = "the body must be application/json or a +json type"
-CAPTURE = ('a capture of the path is not valid: a malformed escape, %00, %2F in one segment, or '
-           'a "." or ".." segment')
+CAPTURE = ('a capture of the path is not valid: a malformed escape, %00, %2F in one segment, a '
+           '"." or ".." segment, or a "/" at its start')
 DEEP = "the body nests JSON deeper than 64 levels (M0_JSON_MAX_DEPTH)"
 DEEP_BODY = b"[" * 100000 + b"]" * 100000
 
@@ -75,6 +75,11 @@ CASES = [
     # route's own bound
     ("a bad capture", b"GET /q/item/a%2Fb HTTP/1.1\r\nHost: t\r\n\r\n", 400, CAPTURE,
      "/q/item/a%2Fb", False),
+    # D110: a *rest capture that would begin with '/', as the client wrote it or encoded it
+    ("a rest capture that begins with '/'", b"GET /q/file//etc/passwd HTTP/1.1\r\nHost: t\r\n\r\n",
+     400, CAPTURE, "/q/file//etc/passwd", False),
+    ("the same, encoded", b"GET /q/file/%2Fetc%2Fpasswd HTTP/1.1\r\nHost: t\r\n\r\n", 400,
+     CAPTURE, "/q/file/%2Fetc%2Fpasswd", False),
     ("a body of another type than its route's", _post(b"/q/typed", b"text/plain", b"{}"), 415,
      NOT_JSON, "/q/typed", False),
     ("the same, held back for 100-continue",

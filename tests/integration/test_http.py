@@ -4,7 +4,10 @@ HEAD, chunked request bodies, Expect: 100-continue, Date/Server/Content-Length."
 
 import email.utils
 import json
+import os
 import re
+import shutil
+import subprocess
 import time
 
 from m0test import IMF_FIXDATE, Server, build_request, check, eq
@@ -22,6 +25,7 @@ def test_H4_ramp_now_headers_and_body():
         eq(r.header("Server"), "m0", "Server")
         eq(r.header_all("Server"), ["m0"], "Server fields")
         eq(r.header("Connection"), None, "Connection on a keep-alive answer")
+        eq(r.header_all("Keep-Alive"), ["timeout=60"], "Keep-Alive on a kept answer (D111)")
         eq(r.header("x-worker"), "0", "x-worker")
         eq(r.header("x-thread"), "-1", "x-thread")
         date = r.header("Date")
@@ -31,7 +35,8 @@ def test_H4_ramp_now_headers_and_body():
         eq(r.header_all("Content-Length"), [str(len(r.body))], "Content-Length")
         eq(
             sorted(n.lower() for n in r.names()),
-            sorted(["server", "date", "content-length", "x-worker", "x-thread", "content-type"]),
+            sorted(["server", "date", "content-length", "keep-alive", "x-worker", "x-thread",
+                    "content-type"]),
             "header fields",
         )
         check(re.fullmatch(rb'\{"now":[1-9][0-9]*\.[0-9]{3}\}', r.body), f"body: {r.body!r}")
@@ -133,6 +138,71 @@ def test_H1_http10_closes_unless_keepalive():
             f"Connection on an HTTP/1.0 keep-alive answer: {r.header('Connection')!r}",
         )
         eq(c.get("/health").status, 200, "second request on the HTTP/1.0 keep-alive connection")
+
+
+def _date_free(raw):
+    return re.sub(rb"Date: [^\r]*\r\n", b"Date: X\r\n", raw)
+
+
+def test_H1_keep_alive_timeout_on_kept_answers():
+    """D111: every answer that keeps its connection says how long m0 keeps it idle, in whole
+    seconds rounded down (under a second: 0, "do not count on it"), so that a client such as
+    Node's fetch retires it first; an answer that closes and a stream's head do not."""
+    ok = b"x-worker: 0\r\nx-thread: -1\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    for args, n in (([], b"60"), (["--idle-timeout-ms", "2999"], b"2"),
+                    (["--idle-timeout-ms", "500"], b"0"), (["--idle-timeout-ms", "1000"], b"1")):
+        line = b"Keep-Alive: timeout=" + n + b"\r\n"
+        kept = b"HTTP/1.1 200 OK\r\nServer: m0\r\nDate: X\r\nContent-Length: 3\r\n" + line + ok
+        with Server("host_check", args=args + ["--blocking-threads", "1"]) as s:
+            s.wait_ready()
+            c = s.connect()
+            r = c.get("/health")
+            eq(_date_free(r.raw_head + r.body), kept + b"\r\nok\n", f"{args}: a kept answer")
+            r = c.exchange("HEAD", "/health")
+            eq(_date_free(r.raw_head), kept + b"\r\n", f"{args}: a HEAD's")
+            r = c.get("/slow?ms=0")
+            eq(r.header_all("Keep-Alive"), ["timeout=" + n.decode()], f"{args}: a pool answer's")
+            r = c.get("/nowhere")
+            eq(_date_free(r.raw_head + r.body),
+               b"HTTP/1.1 404 Not Found\r\nServer: m0\r\nDate: X\r\nContent-Length: 14\r\n"
+               + line + b"Content-Type: text/plain; charset=utf-8\r\n\r\n404 Not Found\n",
+               f"{args}: the host's own 404")
+            c.send(b"GET /health HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            r = c.read_response()
+            eq(_date_free(r.raw_head + r.body),
+               b"HTTP/1.1 200 OK\r\nServer: m0\r\nDate: X\r\nContent-Length: 3\r\n"
+               b"Connection: keep-alive\r\n" + line + ok + b"\r\nok\n",
+               f"{args}: HTTP/1.0 kept")
+            r = c.get("/health", headers=[("Connection", "close")])
+            eq(_date_free(r.raw_head + r.body),
+               b"HTTP/1.1 200 OK\r\nServer: m0\r\nDate: X\r\nContent-Length: 3\r\n"
+               b"Connection: close\r\n" + ok + b"\r\nok\n", f"{args}: an answer that closes")
+            c.expect_eof()
+            # a stream's connection never idles between requests: its head says nothing of it
+            c = s.connect()
+            c.request("GET", "/events")
+            r = c.read_head()
+            eq(_date_free(r.raw_head),
+               b"HTTP/1.1 200 OK\r\nServer: m0\r\nDate: X\r\nContent-Type: text/event-stream\r\n"
+               b"Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n"
+               b"x-worker: 0\r\nx-thread: -1\r\n\r\n", f"{args}: a stream's head")
+            c.close()
+
+
+def test_H1_node_fetch_meets_no_close_at_the_idle_deadline():
+    """D111: Node's fetch reuses an idle connection for as long as Keep-Alive says, less its
+    margin, and 4 s without one; asked again about --idle-timeout-ms after an answer, it must
+    never meet m0's close ("other side closed")."""
+    node = shutil.which("node")
+    check(node is not None, "no node (contrib/deps installs nodejs)")
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "idle_fetch.mjs")
+    with Server("ramp", args=["--idle-timeout-ms", "500"]) as s:
+        s.wait_ready()
+        p = subprocess.run([node, script, f"http://127.0.0.1:{s.port}/x/now", "30", "500"],
+                           capture_output=True, text=True, timeout=120)
+        lines = p.stdout.splitlines()
+        eq((p.returncode, lines[-1:]), (0, ["failed 0 of 30"]),
+           f"node: {p.stdout[-600:]} {p.stderr[-600:]}")
 
 
 def test_H1_pipelined_20_in_order_ramp():

@@ -1,24 +1,31 @@
 # SPDX-License-Identifier: MIT
 """What operators watch (SPEC O1): GET /metrics on a socket of its own — a passed socket named
-`metrics`, or M0_METRICS — in the OpenMetrics text format (the 0.0.4 text format when asked for
-it), checked by `promtool check metrics`, by a strict OpenMetrics parser and by a real Prometheus
-scraping it; the counters exact for the requests each test sent, by loop, method and status
+`metrics`, or M0_METRICS — in the Prometheus text format 0.0.4, or OpenMetrics when the Accept asks
+for it (AP4), checked by `promtool check metrics`, by a strict OpenMetrics parser and by a real
+Prometheus scraping it; the counters exact for the requests each test sent, by loop, method and status
 class; the metrics port bounded against slow, large and many clients; never on the app's socket."""
 
 import os
 import re
 import signal
 import socket
+import subprocess
 import time
 from collections import Counter
 
 import m0test
 from m0test import HarnessError, Server, check, eq, free_port
 from promtest import Prometheus, openmetrics_parse, promtool_check
+from test_reject import CASES as REJECT_CASES
+from test_smuggling import GROUPS as SMUGGLING_GROUPS
 
 METRICS_SOCKETS = ("tcp", ("tcp", "metrics"))
 OM_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 TEXT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+OM_ACCEPT = "application/openmetrics-text; version=1.0.0"
+# What Debian's Prometheus 2 sends.
+PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+                     "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
 
 
 def metrics_addr(s):
@@ -55,8 +62,9 @@ def http(addr, raw, head_only=False, timeout=10):
         return read_response(c, head_only)
 
 
-def scrape(s_or_addr, accept=None):
-    """GET /metrics: (status, fields, body text)."""
+def scrape(s_or_addr, accept=OM_ACCEPT):
+    """GET /metrics, asking for OpenMetrics unless told (None: no Accept): (status, fields, body
+    text)."""
     addr = s_or_addr if isinstance(s_or_addr, tuple) else metrics_addr(s_or_addr)
     hs = "" if accept is None else f"Accept: {accept}\r\n"
     st, f, raw = http(addr, f"GET /metrics HTTP/1.1\r\nHost: m\r\n{hs}\r\n".encode())
@@ -167,17 +175,49 @@ def test_O1_requests_counted_exactly_by_loop_method_and_status():
             "host_check", ["--version"])[1].split()[-1]), 1, "m0_build_info")
 
 
-def test_O1_formats_promtool_and_the_strict_parser():
-    """The default is OpenMetrics (its type, `# EOF` last, a strict parser takes it); Accept:
-    text/plain gets the 0.0.4 format, which `promtool check metrics` passes; both say the same."""
+def test_O1_AP4_formats_promtool_and_the_strict_parser():
+    """A scrape with no Accept (curl's `*/*` too) gets the 0.0.4 text format, which `promtool
+    check metrics` passes with every family of the host there; OpenMetrics when the Accept names
+    it above text/plain (Prometheus's does), which the strict parser takes; both say the same."""
     with Server("host_check", env={"M0_BLOCKING_THREADS": "1", "M0_THREADS": "2"},
                 sockets=METRICS_SOCKETS) as s:
         s.wait_ready()
         run_plan(s)
-        st, f, om = scrape(s)
+        st, f, text = scrape(s, None)
         eq(st, 200, "GET /metrics")
-        eq(f["content-type"], OM_TYPE, "the default format")
-        check(om.endswith("\n# EOF\n"), f"the exposition ends in # EOF: {om[-40:]!r}")
+        eq(f["content-type"], TEXT_TYPE, "the default format")
+        check("# EOF" not in text and "# UNIT" not in text, "no OpenMetrics lines in 0.0.4")
+        rc, out = promtool_check(text)
+        eq((rc, out), (0, ""), "promtool check metrics")
+        # The way an operator reads it, curl piped to promtool.
+        host, port = metrics_addr(s)
+        curl = subprocess.run(f"curl -sS --max-time 10 http://{host}:{port}/metrics | "
+                              "promtool check metrics", shell=True, capture_output=True,
+                              timeout=30)
+        eq((curl.returncode, curl.stdout + curl.stderr), (0, b""), "curl -s | promtool check")
+        types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M))
+        for name, typ in [("m0_requests_total", "counter"), ("m0_build_info", "gauge"),
+                          ("m0_request_duration_seconds", "histogram"),
+                          ("m0_received_bytes_total", "counter"),
+                          ("m0_pool_job_duration_seconds", "histogram"), ("m0_streams", "gauge"),
+                          ("m0_streams_closed_total", "counter"),
+                          ("m0_bus_channels_evicted_total", "counter")]:
+            eq(types.get(name), typ, f"# TYPE {name}")
+        check(re.search(r'^m0_build_info\{app="host_check",version="[^"]+"\} 1$', text, re.M),
+              "m0_build_info, a gauge of 1")
+        for accept, want in [(None, TEXT_TYPE), ("*/*", TEXT_TYPE),
+                             ("text/plain", TEXT_TYPE),
+                             ("text/plain; version=0.0.4", TEXT_TYPE),
+                             ("application/openmetrics-text;q=0,text/plain", TEXT_TYPE),
+                             ("application/openmetrics-text;q=0.4,text/plain;q=0.5", TEXT_TYPE),
+                             ("application/openmetrics-text", OM_TYPE),
+                             ("application/openmetrics-text;version=1.0.0,text/plain;q=0.5",
+                              OM_TYPE),
+                             (PROMETHEUS_ACCEPT, OM_TYPE)]:
+            st, f, body = scrape(s, accept)
+            eq((st, f["content-type"]), (200, want), f"Accept: {accept}")
+            eq(body.endswith("\n# EOF\n"), want == OM_TYPE, f"Accept: {accept}: # EOF last")
+        st, f, om = scrape(s, PROMETHEUS_ACCEPT)
         fams = {(fam, typ, unit) for fam, typ, unit, _, _, _ in openmetrics_parse(om)}
         for want in [("m0_requests", "counter", ""),
                      ("m0_request_duration_seconds", "histogram", "seconds"),
@@ -186,18 +226,12 @@ def test_O1_formats_promtool_and_the_strict_parser():
                      ("m0_build", "info", ""), ("m0_streams", "gauge", ""),
                      ("m0_bus_channels_evicted", "counter", "")]:
             check(want in fams, f"family {want} in {sorted(fams)}")
-        for accept in ("application/openmetrics-text;version=1.0.0,text/plain;q=0.5", "*/*"):
-            eq(scrape(s, accept)[1]["content-type"], OM_TYPE, f"Accept: {accept}")
-        st, f, text = scrape(s, "text/plain; version=0.0.4")
-        eq(f["content-type"], TEXT_TYPE, "Accept: text/plain")
-        check("# EOF" not in text and "# UNIT" not in text, "no OpenMetrics lines in 0.0.4")
-        rc, out = promtool_check(text)
-        eq((rc, out), (0, ""), "promtool check metrics")
         rc, out = promtool_check(om)
         check(rc != 0, "promtool, which reads 0.0.4 only, does refuse OpenMetrics' counters")
         # The requests the plan made read the same in both formats.
         rx = re.compile(r'^(m0_requests_total\{[^}]*\}) (\d+)$', re.M)
         eq(dict(rx.findall(text)), dict(rx.findall(om)), "m0_requests_total in both formats")
+        check(len(rx.findall(text)) == 2 * 8 * 4, "every series of m0_requests_total")
 
 
 def test_O1_never_on_the_app_socket_and_off_by_default():
@@ -349,6 +383,60 @@ def test_O1_metrics_port_refuses_what_it_must():
         eq(value(smp, "m0_metrics_scrapes_total"), 2, "the HEAD and this GET")
         eq(value(smp, "m0_requests_total", loop=0, method="GET", status="2xx"), 1,
            "the app counted its /health alone")
+
+
+# Every malformed head of the H3 tables: test_reject's, and test_smuggling's rows of the head's
+# groups that the host refuses at once with one status (400, 414, 431); not the chunked body's.
+HEAD_GROUPS = ("content_length", "transfer_encoding", "line_syntax", "request_line",
+               "host_and_target", "fields", "limits")
+MALFORMED_HEADS = [(name, raw, 400) for name, raw in REJECT_CASES] + [
+    (r["name"], r["raw"], r["statuses"][0]) for g in HEAD_GROUPS for r in SMUGGLING_GROUPS[g]
+    if len(r["statuses"]) == 1 and r["statuses"][0] in (400, 414, 431)]
+
+
+def first_status(addr, raw, timeout):
+    """Send `raw` on a new connection to `addr`: (the first answer's status, seconds it took)."""
+    with socket.create_connection(addr, timeout=timeout) as c:
+        t0 = time.monotonic()
+        try:
+            c.sendall(raw)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # refused before all was sent: the answer still came
+        st = read_response(c, head_only=raw.startswith(b"HEAD "))[0]
+        return st, time.monotonic() - t0
+
+
+def test_O1_H3_the_metrics_socket_refuses_every_malformed_head_as_the_app_does():
+    """Each malformed head the app's socket refuses, the metrics socket refuses with the same
+    status, at once: both read a head with llhttp and H3's walk (a head ending in bare LFs was
+    read there until M0_METRICS_TIMEOUT_MS, then 408). The timeout is long so that an answer the
+    metrics socket owes at once cannot pass for one it gives at the deadline."""
+    timeout_s = 30
+    env = {"M0_METRICS_TIMEOUT_MS": str(timeout_s * 1000)}
+    check(len(MALFORMED_HEADS) > 80, f"the table: {len(MALFORMED_HEADS)} heads")
+    with Server("host_check", env=env, sockets=METRICS_SOCKETS) as s:
+        s.wait_ready()
+        ma = metrics_addr(s)
+        failures = []
+        for name, raw, want in MALFORMED_HEADS:
+            got = {}
+            for where, addr in (("app", s.tcp_addr), ("metrics", ma)):
+                try:
+                    got[where] = first_status(addr, raw, timeout_s + 10)
+                except (HarnessError, OSError) as e:
+                    got[where] = (f"no answer: {e}", 0)
+            app, metrics = got["app"], got["metrics"]
+            if app[0] != want or metrics[0] != want or metrics[1] > timeout_s / 2:
+                failures.append(f"[{name}] {raw[:60]!r}: want {want}; app {app[0]}, metrics "
+                                f"{metrics[0]} after {metrics[1]:.1f}s")
+        if failures:
+            raise AssertionError(f"{len(failures)} of {len(MALFORMED_HEADS)} heads:\n"
+                                 + "\n".join(failures))
+        # The metrics socket is whole after the table.
+        eq(scrape(s)[0], 200, "GET /metrics after the table")
+
+
+test_O1_H3_the_metrics_socket_refuses_every_malformed_head_as_the_app_does.timeout = 300
 
 
 def test_O1_pool_histogram_and_streams():

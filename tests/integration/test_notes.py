@@ -16,7 +16,7 @@ import threading
 import time
 
 from m0test import Server, check, eq, run_app
-from notes_util import (ADMIN_PW, CLEARED, COOKIE_RX, FAILED, FULL, LOG, LOGIN_FORM,
+from notes_util import (ADMIN_PW, CLEARED, COOKIE_RX, FAILED, FULL, LOG,
                         NO_SUCH_NOTE, NOT_A_NOTE, TOO_BIG, UNAUTHORIZED, WRONG_LOGIN, StateDir,
                         admin_hash, all_notes, call, cookie_hdr, craft, create, db, env, integrity,
                         json_answer, key, list_json, login, mac, make_hash, note_body, note_json,
@@ -310,13 +310,30 @@ def test_A4_wrong_password_401_without_cookie():
             r = login(c, pw, user)
             json_answer(r, 401, WRONG_LOGIN, f"login of {user!r} with {pw!r}")
             eq(r.header_all("Set-Cookie"), [], f"Set-Cookie after {user!r}, {pw!r}")
-        for body in (b"", b"pass=x", b"password=x", b"user=admin", b"user=admin&password",
-                     b"user&password=x", b"user=admin&password=a&password=b",
-                     b"user=a&user=admin&password=x", b"user=admin&password=%zz",
-                     b"user=admin&password=%4", b"user=admin&password=a%00b", b"user=a%00&password=x"):
+        # Each refusal names the field and what is wrong with it (AP1).
+        missing, twice, not_utf8 = "is missing", "is given more than once", "is not UTF-8"
+        malformed = "is malformed: no '=', a bad %-escape, or %00"
+        for body, field, why in (
+            (b"", "user", missing), (b"pass=x", "user", missing),
+            (b"password=x", "user", missing), (b"user=admin", "password", missing),
+            (b"user=admin&password", "password", malformed), (b"user&password=x", "user", malformed),
+            (b"user=admin&password=a&password=b", "password", twice),
+            (b"user=a&user=admin&password=x", "user", twice),
+            (b"user=admin&password=%zz", "password", malformed),
+            (b"user=admin&password=%4", "password", malformed),
+            (b"user=admin&password=a%00b", "password", malformed),
+            (b"user=a%00&password=x", "user", malformed),
+            (b"user=%C3%28&password=x", "user", not_utf8),
+            (b"user=admin&password=%FF", "password", not_utf8),
+        ):
             r = c.exchange("POST", "/login", None, body)
-            json_answer(r, 400, LOGIN_FORM, f"login body {body!r}")
+            json_answer(r, 400, f'{{"error":"the form field \'{field}\' {why}"}}\n'.encode(),
+                        f"login body {body!r}")
             eq(r.header_all("Set-Cookie"), [], f"Set-Cookie after {body!r}")
+        r = c.exchange("POST", "/login", [("Content-Type", "application/json")],
+                       b"user=admin&password=x")
+        json_answer(r, 415, b'{"error":"the body must be application/x-www-form-urlencoded"}\n',
+                    "a login of another type")
         r = c.exchange("POST", "/login", None, b"user=admin&password=" + b"a" * 4077)
         json_answer(r, 413, b'{"error":"the login body is at most 4096 bytes"}\n', "long login")
         eq(c.get("/login").status, 405, "GET /login")

@@ -14,8 +14,9 @@ import time
 
 from m0test import HarnessError, Server, check, eq
 from pgtest import Postgres
+from promtest import promtool_check
 from test_channels import follow  # a stream of /follow?channels=, its first bytes read
-from test_metrics import samples, scrape, until, value
+from test_metrics import TEXT_TYPE, samples, scrape, until, value
 
 HEAVY = os.environ.get("M0_HEAVY") == "1"
 # No beats (the producer's first step fails and it stops), no heartbeats, POST /publish on.
@@ -357,6 +358,12 @@ def test_O1_G3_the_metrics_show_the_database_bus():
                     for st in ("up", "connecting", "reconnecting", "refused")}
 
         eq(state(), {"up": 1, "connecting": 0, "reconnecting": 0, "refused": 0}, "up")
+        # A plain scrape (AP4): the 0.0.4 format, the state set a gauge, and promtool takes it.
+        st, f, text = scrape(addr, None)
+        eq((st, f["content-type"]), (200, TEXT_TYPE), "a scrape with no Accept")
+        check("\n# TYPE m0_bus_database_state gauge\n" in text and
+              '\nm0_bus_database_state{m0_bus_database_state="up"} 1\n' in text, text[-1500:])
+        eq(promtool_check(text), (0, ""), "promtool check metrics, the database bus's families in")
         publish(s, "room:1", 5, "e")
         last = wait_rows(pg, 5)[-1][0]
         # Delivered can come before the publishing connection has read its COMMIT's answer.

@@ -32,9 +32,16 @@ def test_Q1_cookies_read_and_set():
                                             "b=2; Max-Age=60"], "Set-Cookie fields")
 
 
-def test_Q2_form_fields():
+def test_Q2_AP1_form_fields():
+    """Each failure of a form field its own answer (AP1): absent reads as null; given twice,
+    malformed or not UTF-8 is the host's 400 naming the field; another type, 415 naming the
+    form's (where a field not UTF-8 was a 500 from jansson)."""
     form = "application/x-www-form-urlencoded"
-    body = b"user=admin&password=correct+horse%20battery&dup=1&dup=2&flag&bad=%zz&nul=a%00b"
+    body = (b"user=admin&password=correct+horse%20battery&dup=1&dup=2&flag&bad=%zz&nul=a%00b"
+            b"&u=%C3%28&e=%E2%82%AC")
+    bad = "400 Bad Request: the form field '{}' {}\n"
+    malformed = "is malformed: a bad %-escape, %00, or no '=' in a form"
+    not_form = "415 Unsupported Media Type: the body must be application/x-www-form-urlencoded\n"
     with Server("host_check") as s:
         s.wait_ready()
         c = s.connect()
@@ -43,18 +50,67 @@ def test_Q2_form_fields():
             ("password", form, "correct horse battery"),
             ("password", form + "; charset=UTF-8", "correct horse battery"),
             ("password", None, "correct horse battery"),
-            ("dup", form, None),
-            ("flag", form, None),
-            ("bad", form, None),
-            ("nul", form, None),
+            ("e", form, "\u20ac"),
             ("absent", form, None),
-            ("user", "application/json", None),
-            ("user", "multipart/form-data; boundary=x", None),
         ):
             r = _post(c, f"/q/form?f={field}", body, ct)
             eq((r.status, json.loads(r.body)), (200, {"value": value}), f"{field} as {ct}")
+        for field, ct, status, text in (
+            ("dup", form, 400, bad.format("dup", "is given more than once")),
+            ("flag", form, 400, bad.format("flag", malformed)),
+            ("bad", form, 400, bad.format("bad", malformed)),
+            ("nul", form, 400, bad.format("nul", malformed)),
+            ("u", form, 400, bad.format("u", "is not UTF-8")),
+            ("user", "application/json", 415, not_form),
+            ("user", "multipart/form-data; boundary=x", 415, not_form),
+        ):
+            r = _post(c, f"/q/form?f={field}", body, ct)
+            eq((r.status, r.body.decode()), (status, text), f"{field} as {ct}")
         r = _post(c, "/q/form?f=user", b"", form)
         eq(json.loads(r.body), {"value": None}, "an empty body")
+        r = _post(c, "/q/form?f=u&f=u", body, form)
+        eq((r.status, r.body.decode()),
+           (400, "400 Bad Request: the query parameter 'f' is given more than once\n"),
+           "a query parameter given twice")
+
+
+def test_AP1_route_415_names_the_type():
+    """A route whose content_type is a form's names that type in its 415, and takes no
+    "+x-www-form-urlencoded" type: that is no structured syntax suffix (AP1, RFC 6838)."""
+    with Server("host_check") as s:
+        s.wait_ready()
+        c = s.connect()
+        want = ("415 Unsupported Media Type: the body must be "
+                "application/x-www-form-urlencoded\n")
+        for ct in ("application/json", "application/a+x-www-form-urlencoded", None):
+            r = _post(c, "/q/form-only?f=a", b"a=1", ct)
+            eq((r.status, r.body.decode()), (415, want), f"as {ct}")
+        r = _post(c, "/q/form-only?f=a", b"a=1", "application/x-www-form-urlencoded")
+        eq((r.status, json.loads(r.body)), (200, {"value": "1"}), "a form")
+        # a suffix that is one is still taken where the route's type is JSON's
+        r = _post(c, "/q/typed", b"{}", "application/merge-patch+json")
+        eq(r.status, 200, "+json for application/json")
+
+
+def test_AP1_query_int_strict():
+    """m0_req_query_int() takes what the configuration's numbers take, and says too small apart
+    from too large, in the host's 400 (AP1)."""
+    with Server("host_check") as s:
+        s.wait_ready()
+        c = s.connect()
+        r = c.exchange("GET", "/slow?ms=0")
+        eq(r.status, 200, "ms=0")
+        for query, why in (
+            ("ms=%2B5", "must be a whole number from 0 to 60000"),
+            ("ms=+5", "must be a whole number from 0 to 60000"),
+            ("ms=%205", "must be a whole number from 0 to 60000"),
+            ("ms=-1", "must be a whole number from 0 to 60000"),
+            ("ms=60001", "must be at most 60000"),
+            ("ms=99999999999999999999999", "must be at most 60000"),
+        ):
+            r = c.exchange("GET", f"/slow?{query}")
+            eq((r.status, r.body.decode()),
+               (400, f"400 Bad Request: the query parameter 'ms' {why}\n"), query)
 
 
 def test_Q3_json_in_and_out():

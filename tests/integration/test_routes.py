@@ -57,7 +57,8 @@ NOT_ALLOWED = host_answer(405, "Method Not Allowed")
 BAD = host_answer(400, "Bad Request")
 # Q4: routing's refusals say what was refused, as m0_req_json() does for its own 415
 BAD_CAPTURE = host_answer(400, 'Bad Request: a capture of the path is not valid: a malformed '
-                          'escape, %00, %2F in one segment, or a "." or ".." segment')
+                          'escape, %00, %2F in one segment, a "." or ".." segment, or a "/" at '
+                          'its start')
 UNSUPPORTED = host_answer(415, "Unsupported Media Type: the body must be application/json or a "
                           "+json type")
 TOO_LARGE = host_answer(413, "Content Too Large")
@@ -178,6 +179,13 @@ DECODING = [
     row("*rest with .", get(b"/files/./x"), ans(400, BAD_CAPTURE)),
     row("*rest ending in ..", get(b"/files/a/.."), ans(400, BAD_CAPTURE)),
     row("*rest with an encoded ..", get(b"/files/a%2F..%2Fb"), ans(400, BAD_CAPTURE)),
+    # D110: a capture is relative: no '/' at its start, written or encoded; inner ones stay
+    row("*rest that begins with '/'", get(b"/files//etc/passwd"), ans(400, BAD_CAPTURE)),
+    row("*rest that begins with %2F", get(b"/files/%2Fetc%2Fpasswd"), ans(400, BAD_CAPTURE)),
+    row("*rest that begins with %2F%2F", get(b"/files/%2F%2Froot"), ans(400, BAD_CAPTURE)),
+    row("*rest that is %2f alone", get(b"/files/%2f"), ans(400, BAD_CAPTURE)),
+    row("*rest that is '/' alone", get(b"/files//"), ans(400, BAD_CAPTURE)),
+    row("*rest with %2F%2F inside", get(b"/files/a%2F%2Fb"), ans(200, text("files rest=a//b"))),
     row("a refused capture keeps the connection, and is not a 404", get(b"/todos/a%00") + get(b"/todos/1"),
         [ans(400, BAD_CAPTURE), ans(200, text("todo id=1"))]),
 ]
@@ -655,7 +663,7 @@ def test_H7_http10_keep_alive_exact_bytes():
         s.wait_ready()
         c = s.connect()
         want = (b"HTTP/1.1 200 OK\r\nServer: m0\r\nDate: X\r\nContent-Length: 3\r\n"
-                b"Connection: keep-alive\r\nx-worker: 0\r\nx-thread: -1\r\n"
+                b"Connection: keep-alive\r\nKeep-Alive: timeout=60\r\nx-worker: 0\r\nx-thread: -1\r\n"
                 b"Content-Type: text/plain; charset=utf-8\r\n\r\nok\n")
         for i in range(3):
             c.send(b"GET /health HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")

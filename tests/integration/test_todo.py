@@ -2,9 +2,10 @@
 """The todo app (SPEC A7): JSON CRUD on /todos and /todos/:id with exact bodies, statuses and
 headers; every error as application/problem+json (400, 404, 405 with Allow, 413, 415, 422);
 HEAD; /todos/export as CSV on the pool; /events with each change and the producer's heartbeat;
-CORS from M0_TODO_ORIGINS; where the database lives and the knobs' refusals; data kept across
-SIGTERM and SIGKILL restarts, and every acknowledged todo through 20 kill -9s under load, with
-SQLite's integrity_check; ab -k and curl -I on the stream then another URL on one connection."""
+CORS from M0_TODO_ORIGINS, with cookies when M0_TODO_CREDENTIALS=1; where the database lives
+and the knobs' refusals; data kept across SIGTERM and SIGKILL restarts, and every acknowledged
+todo through 20 kill -9s under load, with SQLite's integrity_check; ab -k and curl -I on the
+stream then another URL on one connection."""
 
 import json
 import os
@@ -339,8 +340,10 @@ def test_A7_cors_from_M0_TODO_ORIGINS():
                "a preflight")
             r = call(c, "POST", "/todos", {"title": "a"}, headers=[("Origin", "https://app.example")])
             eq((r.status, r.header("Access-Control-Allow-Origin"),
-                r.header("Access-Control-Expose-Headers"), r.header("Vary")),
-               (201, "https://app.example", "Location", "Origin"), "a listed origin's POST")
+                r.header("Access-Control-Expose-Headers"), r.header("Vary"),
+                r.header("Access-Control-Allow-Credentials")),
+               (201, "https://app.example", "Location", "Origin", None),
+               "a listed origin's POST, without credentials unless M0_TODO_CREDENTIALS=1")
             r = call(c, "GET", "/todos/1", headers=[("Origin", "https://evil.example")])
             eq((r.status, r.header("Access-Control-Allow-Origin"), r.header("Vary")),
                (200, None, "Origin"), "another origin")
@@ -356,6 +359,65 @@ def test_A7_cors_from_M0_TODO_ORIGINS():
                                           "M0_TODO_ORIGINS": many})
         eq(rc, 78, "17 origins")
         check("M0_TODO_ORIGINS names more than 16 origins" in err, f"the refusal: {err[-300:]}")
+
+
+def test_A7_cors_credentials_from_M0_TODO_CREDENTIALS():
+    """M0_TODO_CREDENTIALS=1: a page of a listed origin may call with cookies (fetch with
+    credentials: 'include', EventSource with withCredentials): the preflight, a GET and the
+    event stream's head echo the origin, never '*', with Access-Control-Allow-Credentials: true;
+    another origin gets none of it. Credentials without M0_TODO_ORIGINS, with '*', or a value
+    other than 0 or 1 refuse the start (78) naming what to change."""
+    app, dev, evil = "https://app.example", "http://localhost:5173", "https://evil.example"
+    cors = ("Access-Control-Allow-Origin", "Access-Control-Allow-Credentials",
+            "Access-Control-Expose-Headers", "Vary")
+
+    def lines(r):
+        return tuple(r.header_all(k) for k in cors)
+
+    def preflight(c, origin):
+        return call(c, "OPTIONS", "/todos", headers=[
+            ("Origin", origin), ("Access-Control-Request-Method", "POST"),
+            ("Access-Control-Request-Headers", "content-type")])
+
+    with Dir() as d:
+        with start(d, M0_TODO_ORIGINS=f"{app}, {dev}", M0_TODO_CREDENTIALS="1") as s:
+            c = s.connect()
+            r = preflight(c, dev)
+            eq((r.status, r.header_all("Access-Control-Allow-Origin"),
+                r.header_all("Access-Control-Allow-Credentials"),
+                r.header_all("Access-Control-Allow-Methods"),
+                r.header_all("Access-Control-Allow-Headers"), r.header_all("Vary")),
+               (204, [dev], ["true"], ["GET, HEAD, POST, OPTIONS"], ["content-type"],
+                ["Origin, Access-Control-Request-Headers"]), "a listed origin's preflight")
+            r = call(c, "GET", "/todos", headers=[("Origin", app), ("Cookie", "session=1")])
+            eq((r.status, lines(r)), (200, ([app], ["true"], ["Location"], ["Origin"])),
+               "a listed origin's GET")
+            r = preflight(c, evil)
+            eq((r.status, r.header_all("Access-Control-Allow-Origin"),
+                r.header_all("Access-Control-Allow-Credentials"),
+                r.header_all("Access-Control-Allow-Methods")), (204, [], [], []),
+               "another origin's preflight")
+            r = call(c, "GET", "/todos", headers=[("Origin", evil)])
+            eq((r.status, lines(r)), (200, ([], [], [], ["Origin"])), "another origin's GET")
+            for origin, want in ((app, ([app], ["true"], ["Location"], ["Origin"])),
+                                 (evil, ([], [], [], ["Origin"]))):
+                c = s.connect()
+                r = open_stream(c, "/events", [("Origin", origin)])
+                eq((r.status, r.header("Content-Type"), lines(r)),
+                   (200, "text/event-stream", want), f"the event stream's head to {origin}")
+                c.close()
+        db = os.path.join(d, "todo.db")
+        for env, text in (
+                ({"M0_TODO_CREDENTIALS": "1"},
+                 "M0_TODO_CREDENTIALS=1 without M0_TODO_ORIGINS (list the origins that may send "
+                 "cookies in M0_TODO_ORIGINS, or unset M0_TODO_CREDENTIALS)"),
+                ({"M0_TODO_CREDENTIALS": "yes", "M0_TODO_ORIGINS": app},
+                 "M0_TODO_CREDENTIALS='yes' is not a number from 0 to 1"),
+                ({"M0_TODO_CREDENTIALS": "1", "M0_TODO_ORIGINS": "*"},
+                 "credentials with '*'")):
+            rc, _, err = run_app("todo", env={"M0_TODO_DB": db, **env})
+            eq(rc, 78, f"exit status, {env}")
+            check(text in err, f"the refusal names it, {env}: {err[-400:]}")
 
 
 # ---- the database and the knobs ----

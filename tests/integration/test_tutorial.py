@@ -116,3 +116,39 @@ def test_A7_tutorial_programs_build_and_answer():
         eq(sorted(runs), ["hello", "todo", "todo-mem"], "programs started")
         eq((len(built), transcripts), (3, 3), "builds and transcripts")
         check(os.path.exists(os.path.join(work, "todo.db")), "the todo step's database")
+
+
+def test_AP3_hello_builds_against_the_build_tree():
+    """Step 1's program, built with -Wall -Wextra -Werror against the build tree itself through
+    pkg-config's m0-uninstalled.pc (no `make install`), runs without LD_LIBRARY_PATH, maps the
+    build's own libm0 and answers (SPEC AP3, AP1's route table)."""
+    hello = "".join(text for lang, name, text in blocks() if lang == "c" and name == "hello.c")
+    check("M0_ROUTE(" in hello, "step 1 writes its table with M0_ROUTE()")
+    build = os.path.abspath(build_dir())
+    with tempfile.TemporaryDirectory(prefix="m0uninstalled-") as work:
+        with open(os.path.join(work, "hello.c"), "w", encoding="utf-8") as f:
+            f.write(hello)
+        env = {"PATH": os.environ["PATH"], "PKG_CONFIG_PATH": build}
+        cmd = (f"cc {build_flags()} -Wall -Wextra -Werror -o hello hello.c "
+               "$(pkg-config --cflags --libs m0-uninstalled)")
+        out = subprocess.run(["bash", "-c", cmd], cwd=work, env=env, capture_output=True,
+                             text=True, timeout=120)
+        eq((out.returncode, out.stderr[-2000:]), (0, ""), f"`{cmd}`")
+        # pkg-config's convention: on PKG_CONFIG_PATH, m0-uninstalled.pc stands in for m0.pc
+        out = subprocess.run(["pkg-config", "--libs", "m0"], env=env, capture_output=True,
+                             text=True, timeout=30)
+        eq(out.stdout.split()[:3], [f"-L{build}/.libs", f"-Wl,-rpath,{build}/.libs", "-lm0"],
+           "pkg-config m0 with the build on PKG_CONFIG_PATH")
+        s = Server(os.path.join(work, "hello"), env={"LD_LIBRARY_PATH": ""})
+        try:
+            s.wait_ready()
+            c = s.connect()
+            r = c.exchange("GET", "/")
+            eq((r.status, r.body), (200, b"hello\n"), "GET /")
+            with open(f"/proc/{s.pid}/maps", encoding="utf-8") as f:
+                libs = {line.split()[-1] for line in f if "libm0.so" in line}
+            eq(libs, {os.path.realpath(os.path.join(build, ".libs", "libm0.so.0.0.0"))},
+               "the libm0 it mapped")
+            eq(s.stop(), 0, "the exit after SIGTERM")
+        finally:
+            s.cleanup()

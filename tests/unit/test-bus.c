@@ -320,7 +320,7 @@ static void collect(const char *const *patterns, size_t n, uint64_t after, size_
         for (size_t i = 0; i < n; i++)
                 keys[i] = key(patterns[i]);
         struct m0_fvec v = {0};
-        ck_assert_int_eq(m0__replay_collect(&bus.replay, keys, n, after, &v), 0);
+        ck_assert_int_eq(m0__replay_collect(&bus.replay, keys, n, after, &v, NULL), 0);
         m0__fvec_sort(&v);
         ck_assert_uint_eq(v.n, want);
         for (size_t i = 0; i < v.n; i++)
@@ -346,14 +346,14 @@ START_TEST(a_replay_is_of_the_stream_s_channels_in_order_once)
         struct m0_key k = key("room:*");
         struct m0_fvec v = {0};
         struct m0_subscribed got = {.ahead = true, .table = true};
-        ck_assert_int_eq(m0__bus_subscribe(&bus, 0, &k, 1, &k, 1, true, 3, &v, &got), 0);
+        ck_assert_int_eq(m0__bus_subscribe(&bus, 0, &k, 1, &k, 1, true, 3, &v, NULL, &got), 0);
         ck_assert_uint_eq(got.seq, 6); /* five events, then this stream */
         ck_assert_uint_eq(got.last, 4);
         ck_assert(!got.ahead);
         ck_assert(!got.table); /* the local bus: the replay store is all there is */
         ck_assert_uint_eq(v.n, 1);
         m0__fvec_free(&v);
-        ck_assert_int_eq(m0__bus_subscribe(&bus, 1, NULL, 0, &k, 1, true, 19, &v, &got), 0);
+        ck_assert_int_eq(m0__bus_subscribe(&bus, 1, NULL, 0, &k, 1, true, 19, &v, NULL, &got), 0);
         ck_assert(got.ahead);
         m0__fvec_sort(&v);
         ck_assert_uint_eq(v.n, 3);
@@ -375,6 +375,52 @@ START_TEST(each_channel_keeps_its_last_per_channel)
         collect((const char *const[]){"a"}, 1, 0, 3, (const uint64_t[]){3, 4, 5});
         ck_assert_uint_eq(bus.replay.frames, 4);
         ck_assert_uint_eq(bus.replay.evicted, 0);
+}
+END_TEST
+
+/* What a replay's gap sink was told, "name:oldest," each. */
+static char gaps_told[256];
+
+static void gap_told(void *ud, const char *name, size_t len, uint64_t oldest)
+{
+        (void)ud;
+        size_t n = strlen(gaps_told);
+        snprintf(gaps_told + n, sizeof(gaps_told) - n, "%.*s:%llu,", (int)len, name,
+                 (unsigned long long)oldest);
+}
+
+/* The gaps a replay of `patterns` after `after` tells. */
+static const char *gaps_of(const char *const *patterns, size_t n, uint64_t after)
+{
+        struct m0_key keys[8];
+        for (size_t i = 0; i < n; i++)
+                keys[i] = key(patterns[i]);
+        struct m0_fvec v = {0};
+        gaps_told[0] = '\0';
+        ck_assert_int_eq(m0__replay_collect(&bus.replay, keys, n, after, &v,
+                                            &(struct m0_gap_sink){.fn = gap_told}),
+                         0);
+        m0__fvec_free(&v);
+        return gaps_told;
+}
+
+/* AP2: a channel that gave up an event past `after` is told once, with its oldest kept id,
+ * whether an exact name, a prefix or both name it; one that gave up none is not. */
+START_TEST(a_replay_tells_each_channel_that_lost_an_event_after_it)
+{
+        m0__bus_destroy(&bus);
+        setup_n(1, 16, 3, 16u << 20);
+        for (int i = 1; i <= 5; i++)
+                ck_assert_int_eq(pub("room:a", "x"), i); /* keeps 3, 4, 5; lost 2 */
+        ck_assert_int_eq(pub("room:b", "x"), 6);
+        ck_assert_str_eq(gaps_of((const char *const[]){"room:a"}, 1, 0), "room:a:3,");
+        ck_assert_str_eq(gaps_of((const char *const[]){"room:a"}, 1, 1), "room:a:3,");
+        ck_assert_str_eq(gaps_of((const char *const[]){"room:a"}, 1, 2), "");
+        ck_assert_str_eq(gaps_of((const char *const[]){"room:a"}, 1, 4), "");
+        ck_assert_str_eq(gaps_of((const char *const[]){"room:*"}, 1, 0), "room:a:3,");
+        ck_assert_str_eq(gaps_of((const char *const[]){"room:*", "room:a", "*"}, 3, 0),
+                         "room:a:3,");
+        ck_assert_str_eq(gaps_of((const char *const[]){"room:b"}, 1, 0), "");
 }
 END_TEST
 
@@ -454,7 +500,7 @@ START_TEST(fvec_sort_orders_and_drops_repeats)
         ck_assert_int_eq(pub("a", "2"), 2);
         struct m0_key k[3] = {key("a"), key("a*"), key("*")};
         struct m0_fvec v = {0};
-        ck_assert_int_eq(m0__replay_collect(&bus.replay, k, 3, 0, &v), 0);
+        ck_assert_int_eq(m0__replay_collect(&bus.replay, k, 3, 0, &v, NULL), 0);
         ck_assert_uint_eq(v.n, 4); /* once by name, once by the prefixes that name it */
         m0__fvec_sort(&v);
         ck_assert_uint_eq(v.n, 2);
@@ -485,6 +531,7 @@ static Suite *bus_suite(void)
         tcase_set_timeout(tc, 120);
         tcase_add_test(tc, a_replay_is_of_the_stream_s_channels_in_order_once);
         tcase_add_test(tc, each_channel_keeps_its_last_per_channel);
+        tcase_add_test(tc, a_replay_tells_each_channel_that_lost_an_event_after_it);
         tcase_add_test(tc, a_quiet_channel_keeps_its_history);
         tcase_add_test(tc, the_channels_idle_longest_are_evicted_within_the_bound);
         tcase_add_test(tc, a_frame_past_the_bound_is_delivered_not_kept);

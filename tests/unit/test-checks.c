@@ -22,7 +22,8 @@ static const char *const names[] = {"threads-count",
                                     "routes",
                                     "cors",
                                     "metrics",
-                                    "access-log"};
+                                    "access-log",
+                                    "tls"};
 #define NCHECKS (sizeof(names) / sizeof(names[0]))
 
 static struct m0_host host;
@@ -305,6 +306,32 @@ START_TEST(access_log)
 }
 END_TEST
 
+/* TL1, TL3: off without a certificate or a port; a TLS port that is the plain one, or a
+ * certificate that cannot be read, is the check's refusal naming the knob or the file. */
+START_TEST(tls)
+{
+        unsetenv("CREDENTIALS_DIRECTORY");
+        ck_assert_int_eq(run(), -1);
+        ck_assert_str_eq(checks[11].detail,
+                         "off: no certificate (M0_TLS_CERT, or the tls.crt credential) and no "
+                         "M0_TLS_PORT");
+        host.cfg.tls_port = host.cfg.port;
+        ck_assert_int_eq(run(), 11);
+        ck_assert_str_eq(checks[11].detail, "M0_TLS_PORT=8080 is the plain port too (M0_PORT)");
+        ck_assert_str_eq(checks[11].fix, "give --tls-port (M0_TLS_PORT) a port of its own");
+        host.cfg.tls_port = 8443;
+        ck_assert_int_eq(run(), 11);
+        ck_assert_str_eq(checks[11].detail, "no certificate: neither M0_TLS_CERT nor "
+                                            "$CREDENTIALS_DIRECTORY/tls.crt");
+        snprintf(host.cfg.tls_cert, sizeof(host.cfg.tls_cert), "/nonexistent-m0-unit/tls.crt");
+        snprintf(host.cfg.tls_key, sizeof(host.cfg.tls_key), "/nonexistent-m0-unit/tls.key");
+        ck_assert_int_eq(run(), 11);
+        ck_assert_str_eq(checks[11].detail, "M0_TLS_CERT=/nonexistent-m0-unit/tls.crt: no such "
+                                            "file");
+        ck_assert_ptr_null(host.tls);
+}
+END_TEST
+
 START_TEST(fewer_slots_than_checks)
 {
         host.cfg.workers = 2;
@@ -411,6 +438,7 @@ static Suite *checks_suite(void)
         tcase_add_test(tc, routes_and_cors);
         tcase_add_test(tc, metrics);
         tcase_add_test(tc, access_log);
+        tcase_add_test(tc, tls);
         tcase_add_test(tc, fewer_slots_than_checks);
         tcase_add_test(tc, limits);
         suite_add_tcase(s, tc);

@@ -535,8 +535,16 @@ START_TEST(media_detail)
         char d[128];
         m0__error_media_detail("application/json", 16, d, sizeof(d));
         ck_assert_str_eq(d, "the body must be application/json or a +json type");
+        /* AP1: a suffix is named only where there is one (RFC 6838 4.2.8) */
         m0__error_media_detail("text/csv", 8, d, sizeof(d));
-        ck_assert_str_eq(d, "the body must be text/csv or a +csv type");
+        ck_assert_str_eq(d, "the body must be text/csv");
+        m0__error_media_detail("application/x-www-form-urlencoded", 33, d, sizeof(d));
+        ck_assert_str_eq(d, "the body must be application/x-www-form-urlencoded");
+        m0__error_media_detail("application/XML", 15, d, sizeof(d));
+        ck_assert_str_eq(d, "the body must be application/XML or a +XML type");
+        ck_assert(m0__media_suffix("cbor", 4));
+        ck_assert(!m0__media_suffix("csv", 3));
+        ck_assert(!m0__media_suffix("jso", 3));
 }
 END_TEST
 

@@ -475,6 +475,70 @@ START_TEST(refused_walk_keeps_the_fields_before)
 }
 END_TEST
 
+/* Feed `head` to a reader one byte per read, the buffer holding all read so far; returns the
+ * first answer that is not -EAGAIN (-EAGAIN if none), and at which byte it came. */
+static int read_bytewise(struct m0_head_reader *r, char *buf, const char *head, struct m0_req *req,
+                         size_t *ret_at)
+{
+        size_t n = strlen(head);
+        m0__head_reader_init(r, &cfg);
+        for (size_t i = 0; i < n; i++) {
+                buf[i] = head[i];
+                int st = m0__head_read(r, buf, i, i + 1, req);
+                if (st != -EAGAIN) {
+                        *ret_at = i + 1;
+                        return st;
+                }
+        }
+        *ret_at = n;
+        return -EAGAIN;
+}
+
+/* One head read alone (the metrics sockets, O1): llhttp and the walk, as a loop's connection
+ * reads it; the answer comes with the byte that decides it, whatever the reads (H3, H2). */
+START_TEST(head_reader_reads_as_the_loop_does)
+{
+        static char buf[4096];
+        struct m0_head_reader r;
+        struct m0_header fields[8];
+        struct m0_req req = {.headers = fields};
+        size_t at;
+        const char *ok = "\r\nHEAD /m?x=1 HTTP/1.1\r\nHost: a\r\nAccept: t/p\r\n\r\nbody";
+        ck_assert_int_eq(read_bytewise(&r, buf, ok, &req, &at), 0);
+        ck_assert_uint_eq(at, strlen(ok) - 4); /* the last byte of the head; the body is not read */
+        ck_assert_str_eq(req.method, "HEAD");
+        ck_assert_str_eq(req.path, "/m");
+        ck_assert_str_eq(req.query, "x=1");
+        ck_assert_str_eq(m0_req_header(&req, "accept"), "t/p");
+        ck_assert(m0__head_read_is_head(&r));
+        ck_assert_int_eq(m0__head_read(&r, buf, at, at, &req), 0); /* decided: it stays */
+
+        /* bare LF: refused when llhttp has the head, not held until a CRLF CRLF that never
+         * comes */
+        const char *lf = "GET /metrics HTTP/1.1\nHost: x\n\n";
+        ck_assert_int_eq(read_bytewise(&r, buf, lf, &req, &at), 400);
+        ck_assert(!m0__head_read_is_head(&r));
+        /* what llhttp refuses, at once */
+        ck_assert_int_eq(read_bytewise(&r, buf, "GET / HTTP/1.2\r\nHost: x\r\n", &req, &at), 400);
+        ck_assert_uint_le(at, strlen("GET / HTTP/1.2\r"));
+        ck_assert_int_eq(read_bytewise(&r, buf, "HEAD / HTTP/1.1\r\n\r\n", &req, &at), 400);
+        ck_assert(m0__head_read_is_head(&r)); /* refused, a HEAD still: its answer is a head */
+        ck_assert_int_eq(read_bytewise(&r, buf, "GET / HTTP/1.1\r\nHost: a", &req, &at), -EAGAIN);
+
+        /* the bounds of a head still arriving, as a loop's connection has them */
+        cfg.max_uri_bytes = 16;
+        cfg.max_head_bytes = 80;
+        char line[128] = "GET /";
+        memset(line + 5, 'a', 60);
+        ck_assert_int_eq(read_bytewise(&r, buf, line, &req, &at), 414);
+        ck_assert_uint_eq(at, 16 + 32 + 1);
+        const char *big = "GET / HTTP/1.1\r\nHost: a\r\nX: "
+                          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+        ck_assert_int_eq(read_bytewise(&r, buf, big, &req, &at), 431);
+        ck_assert_uint_eq(at, 81);
+}
+END_TEST
+
 static Suite *http_suite(void)
 {
         Suite *s = suite_create("http");
@@ -493,6 +557,7 @@ static Suite *http_suite(void)
         tcase_add_test(tc, field_count_limit);
         tcase_add_test(tc, head_size_limit);
         tcase_add_test(tc, refused_walk_keeps_the_fields_before);
+        tcase_add_test(tc, head_reader_reads_as_the_loop_does);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -38,19 +38,68 @@ START_TEST(classes_and_buckets)
 }
 END_TEST
 
-START_TEST(label_escaping_and_negotiation)
+START_TEST(label_escaping_and_content_types)
 {
         struct m0_buf b = {0};
         ck_assert_int_eq(m0__metrics_label_value(&b, "a\"b\\c\nd"), 0);
         ck_assert_bytes(b.data, b.len, "a\\\"b\\\\c\\nd", 10);
         m0__buf_free(&b);
-        ck_assert_int_eq(m0__metrics_negotiate(NULL), M0_METRICS_OPENMETRICS);
-        ck_assert_int_eq(m0__metrics_negotiate("*/*"), M0_METRICS_OPENMETRICS);
-        ck_assert_int_eq(m0__metrics_negotiate("text/plain"), M0_METRICS_TEXT_004);
-        ck_assert_int_eq(m0__metrics_negotiate("TEXT/Plain; version=0.0.4"), M0_METRICS_TEXT_004);
-        ck_assert_int_eq(m0__metrics_negotiate("application/openmetrics-text;version=1.0.0,"
-                                               "text/plain;version=0.0.4;q=0.5"),
-                         M0_METRICS_OPENMETRICS);
+}
+END_TEST
+
+/* AP4: the 0.0.4 text format unless OpenMetrics is named, with a q above 0 and at or above what
+ * the Accept gives text/plain (its most specific range: text/plain, all text, all types). */
+START_TEST(negotiation)
+{
+        static const struct {
+                const char *accept;
+                enum m0_metrics_format want;
+        } cases[] = {
+                {NULL, M0_METRICS_TEXT_004},
+                {"", M0_METRICS_TEXT_004},
+                {"*/*", M0_METRICS_TEXT_004}, /* curl's */
+                {"text/plain", M0_METRICS_TEXT_004},
+                {"TEXT/Plain; version=0.0.4", M0_METRICS_TEXT_004},
+                {"application/json", M0_METRICS_TEXT_004},
+                {"application/*", M0_METRICS_TEXT_004}, /* OpenMetrics is named, or not asked */
+                {"application/openmetrics-text", M0_METRICS_OPENMETRICS},
+                {" Application/OpenMetrics-Text ;version=1.0.0 ", M0_METRICS_OPENMETRICS},
+                /* Prometheus 2's */
+                {"application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+                 "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+                 M0_METRICS_OPENMETRICS},
+                /* Prometheus 3's, protobuf first */
+                {"application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;"
+                 "encoding=delimited;q=0.5,application/openmetrics-text;version=1.0.0;q=0.4,"
+                 "text/plain;version=0.0.4;q=0.3,*/*;q=0.2",
+                 M0_METRICS_OPENMETRICS},
+                {"application/openmetrics-text;q=0,text/plain", M0_METRICS_TEXT_004},
+                {"application/openmetrics-text;q=0", M0_METRICS_TEXT_004},
+                {"application/openmetrics-text;q=0.5,text/plain", M0_METRICS_TEXT_004},
+                {"text/plain;q=0.5,application/openmetrics-text", M0_METRICS_OPENMETRICS},
+                {"application/openmetrics-text,text/plain", M0_METRICS_OPENMETRICS}, /* a tie */
+                {"text/plain, application/openmetrics-text", M0_METRICS_OPENMETRICS},
+                {"application/openmetrics-text;q=0.5, */*", M0_METRICS_TEXT_004},
+                /* the most specific range says text/plain's q, not the highest */
+                {"application/openmetrics-text;q=0.5, text/plain;q=0.2, */*",
+                 M0_METRICS_OPENMETRICS},
+                {"application/openmetrics-text;q=0.5, text/plain;q=0.8, text/*;q=0.1",
+                 M0_METRICS_TEXT_004},
+                {"application/openmetrics-text;q=0.001", M0_METRICS_OPENMETRICS},
+                {"application/openmetrics-text;Q=1.000", M0_METRICS_OPENMETRICS},
+                /* an element whose q is no qvalue is dropped */
+                {"application/openmetrics-text;q=2", M0_METRICS_TEXT_004},
+                {"application/openmetrics-text;q=1.5", M0_METRICS_TEXT_004},
+                {"application/openmetrics-text;q=0.0001", M0_METRICS_TEXT_004},
+                {"application/openmetrics-text;q=.5", M0_METRICS_TEXT_004},
+                {"application/openmetrics-text;q=", M0_METRICS_TEXT_004},
+                {"application/openmetrics-text;q=0.5,text/plain;q=x", M0_METRICS_OPENMETRICS},
+                {",,application/openmetrics-text,", M0_METRICS_OPENMETRICS},
+                {"application/openmetrics-textx", M0_METRICS_TEXT_004},
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+                ck_assert_msg(m0__metrics_negotiate(cases[i].accept) == cases[i].want, "Accept: %s",
+                              cases[i].accept ? cases[i].accept : "(none)");
         ck_assert_str_eq(m0__metrics_content_type(M0_METRICS_OPENMETRICS),
                          "application/openmetrics-text; version=1.0.0; charset=utf-8");
         ck_assert_str_eq(m0__metrics_content_type(M0_METRICS_TEXT_004),
@@ -194,7 +243,8 @@ static Suite *metrics_suite(void)
         Suite *s = suite_create("metrics");
         TCase *tc = tcase_create("metrics");
         tcase_add_test(tc, classes_and_buckets);
-        tcase_add_test(tc, label_escaping_and_negotiation);
+        tcase_add_test(tc, label_escaping_and_content_types);
+        tcase_add_test(tc, negotiation);
         suite_add_tcase(s, tc);
         TCase *th = tcase_create("host");
         tcase_add_checked_fixture(th, setup, teardown);

@@ -144,36 +144,93 @@ START_TEST(query_encoded_nul)
 }
 END_TEST
 
+/* AP1: a number as the configuration's are (digits alone), and too small apart from too large. */
 START_TEST(query_int)
 {
         struct parsed p;
         parse_query(&p, "n=42&neg=-7&zero=0&big=99999999999999999999&word=abc&empty=&part=12x"
-                        "&out=500&min=-10&hex=0x10&n=1");
+                        "&out=500&hex=0x10&plus=%2B5&sp=%205&tab=5%09&pls=+5&dup=1&dup=2"
+                        "&bad=%zz&u=%C3%28&max=18446744073709551615&bare");
         m0_req *req = &p.req;
         long v = 12345;
         ck_assert_int_eq(m0_req_query_int(req, "n", 0, 100, &v), 0);
         ck_assert_int_eq(v, 42);
-        ck_assert_int_eq(m0_req_query_int(req, "neg", -10, 10, &v), 0);
-        ck_assert_int_eq(v, -7);
         ck_assert_int_eq(m0_req_query_int(req, "zero", 0, 0, &v), 0);
         ck_assert_int_eq(v, 0);
-        ck_assert_int_eq(m0_req_query_int(req, "min", -10, 10, &v), 0); /* bounds included */
-        ck_assert_int_eq(v, -10);
-        ck_assert_int_eq(m0_req_query_int(req, "n", 42, 42, &v), 0);
+        ck_assert_int_eq(m0_req_query_int(req, "n", 42, 42, &v), 0); /* bounds included */
+        ck_assert_int_eq(v, 42);
+        ck_assert_int_eq(m0_req_query_int(req, "n", -10, 100, &v), 0);
         ck_assert_int_eq(v, 42);
 
         v = 12345;
         ck_assert_int_eq(m0_req_query_int(req, "missing", 0, 100, &v), -ENOENT);
         ck_assert_int_eq(m0_req_query_int(req, "word", 0, 100, &v), -EINVAL);
         ck_assert_int_eq(m0_req_query_int(req, "empty", 0, 100, &v), -EINVAL);
+        ck_assert_int_eq(m0_req_query_int(req, "bare", 0, 100, &v), -EINVAL);
         ck_assert_int_eq(m0_req_query_int(req, "part", 0, 100, &v), -EINVAL);
         ck_assert_int_eq(m0_req_query_int(req, "hex", 0, 100, &v), -EINVAL);
+        /* no sign, no space: "-7", "+5" (escaped or as '+', a space), " 5", "5\t" */
+        ck_assert_int_eq(m0_req_query_int(req, "neg", -10, 10, &v), -EINVAL);
+        ck_assert_int_eq(m0_req_query_int(req, "plus", 0, 10, &v), -EINVAL);
+        ck_assert_int_eq(m0_req_query_int(req, "pls", 0, 10, &v), -EINVAL);
+        ck_assert_int_eq(m0_req_query_int(req, "sp", 0, 10, &v), -EINVAL);
+        ck_assert_int_eq(m0_req_query_int(req, "tab", 0, 10, &v), -EINVAL);
+        /* too large, too small */
         ck_assert_int_eq(m0_req_query_int(req, "out", 0, 100, &v), -ERANGE);
-        ck_assert_int_eq(m0_req_query_int(req, "neg", 0, 100, &v), -ERANGE);
-        ck_assert_int_eq(m0_req_query_int(req, "min", -9, 10, &v), -ERANGE);
-        ck_assert_int_eq(m0_req_query_int(req, "n", 43, 100, &v), -ERANGE);
+        ck_assert_int_eq(m0_req_query_int(req, "n", 0, 41, &v), -ERANGE);
+        ck_assert_int_eq(m0_req_query_int(req, "n", -5, -1, &v), -ERANGE);
         ck_assert_int_eq(m0_req_query_int(req, "big", LONG_MIN, LONG_MAX, &v), -ERANGE);
+        ck_assert_int_eq(m0_req_query_int(req, "max", 0, LONG_MAX, &v), -ERANGE);
+        ck_assert_int_eq(m0_req_query_int(req, "n", 43, 100, &v), -EDOM);
+        ck_assert_int_eq(m0_req_query_int(req, "zero", 1, 100, &v), -EDOM);
+        /* what m0_req_query_get() says */
+        ck_assert_int_eq(m0_req_query_int(req, "dup", 0, 100, &v), -EEXIST);
+        ck_assert_int_eq(m0_req_query_int(req, "bad", 0, 100, &v), -EBADMSG);
+        ck_assert_int_eq(m0_req_query_int(req, "u", 0, 100, &v), -EILSEQ);
         ck_assert_int_eq(v, 12345); /* untouched on every failure */
+        parsed_free(&p);
+}
+END_TEST
+
+/* AP1: the query's one value, and each failure its own code; the last is what the host answers
+ * (400, naming the parameter) when the handler returns it. */
+START_TEST(query_get)
+{
+        struct parsed p;
+        parse_query(&p, "a=1&dup=x&dup=y&bare&pct=%zz&nul=a%00b&u=%C3%28&e=%e2%82%ac&sp=a+b");
+        m0_req *req = &p.req;
+        const char *v = "untouched";
+        ck_assert_int_eq(m0_req_query_get(req, "a", &v), 0);
+        ck_assert_str_eq(v, "1");
+        ck_assert_int_eq(m0_req_query_get(req, "bare", &v), 0);
+        ck_assert_str_eq(v, "");
+        ck_assert_int_eq(m0_req_query_get(req, "e", &v), 0);
+        ck_assert_str_eq(v, "\xe2\x82\xac");
+        ck_assert_int_eq(m0_req_query_get(req, "sp", &v), 0);
+        ck_assert_str_eq(v, "a b");
+        v = "untouched";
+        ck_assert_int_eq(m0_req_query_get(req, "missing", &v), -ENOENT);
+        ck_assert_str_eq(req->refusal.detail, "the query parameter 'missing' is missing");
+        ck_assert_int_eq(m0_req_query_get(req, "dup", &v), -EEXIST);
+        ck_assert_str_eq(req->refusal.detail, "the query parameter 'dup' is given more than once");
+        ck_assert_int_eq(m0_req_query_get(req, "pct", &v), -EBADMSG);
+        ck_assert_int_eq(m0_req_query_get(req, "nul", &v), -EBADMSG);
+        ck_assert_int_eq(m0_req_query_get(req, "u", &v), -EILSEQ);
+        ck_assert_int_eq(req->refusal.err, -EILSEQ);
+        ck_assert_int_eq(req->refusal.status, 400);
+        ck_assert_str_eq(req->refusal.detail, "the query parameter 'u' is not UTF-8");
+        ck_assert_str_eq(v, "untouched");
+        /* the lenient reader is as it was: the first value, bytes as they are */
+        ck_assert_str_eq(m0_req_query(req, "dup"), "x");
+        ck_assert_str_eq(m0_req_query(req, "pct"), "%zz");
+        ck_assert_str_eq(m0_req_query(req, "u"), "\xc3(");
+        ck_assert_int_eq(m0_req_query_int(req, "a", 2, 9, &(long){0}), -EDOM);
+        ck_assert_str_eq(req->refusal.detail, "the query parameter 'a' must be at least 2");
+        ck_assert_int_eq(m0_req_query_int(req, "sp", -5, 9, &(long){0}), -EINVAL);
+        ck_assert_str_eq(req->refusal.detail,
+                         "the query parameter 'sp' must be a whole number from 0 to 9");
+        ck_assert_int_eq(m0_req_query_int(req, "a", 0, 0, &(long){0}), -ERANGE);
+        ck_assert_str_eq(req->refusal.detail, "the query parameter 'a' must be at most 0");
         parsed_free(&p);
 }
 END_TEST
@@ -306,6 +363,42 @@ START_TEST(form_refusals)
 }
 END_TEST
 
+/* AP1: a form's one value, and each failure its own code and answer. */
+START_TEST(form_get)
+{
+        struct parsed p;
+        parse_form(&p, FORM, "q=1",
+                   LIT("user=admin&dup=1&dup=2&flag&pct=%zz&nul=a%00b&u=%C3%28&e=%e2%82%ac"));
+        m0_req *req = &p.req;
+        const char *v = "untouched";
+        ck_assert_int_eq(m0_req_form_get(req, "user", &v), 0);
+        ck_assert_str_eq(v, "admin");
+        ck_assert_int_eq(m0_req_form_get(req, "e", &v), 0);
+        ck_assert_str_eq(v, "\xe2\x82\xac");
+        v = "untouched";
+        ck_assert_int_eq(m0_req_form_get(req, "q", &v), -ENOENT); /* the query is not the form */
+        ck_assert_str_eq(req->refusal.detail, "the form field 'q' is missing");
+        ck_assert_int_eq(m0_req_form_get(req, "dup", &v), -EEXIST);
+        ck_assert_int_eq(m0_req_form_get(req, "flag", &v), -EBADMSG);
+        ck_assert_int_eq(m0_req_form_get(req, "pct", &v), -EBADMSG);
+        ck_assert_int_eq(m0_req_form_get(req, "nul", &v), -EBADMSG);
+        ck_assert_int_eq(m0_req_form_get(req, "u", &v), -EILSEQ);
+        ck_assert_int_eq(req->refusal.status, 400);
+        ck_assert_str_eq(req->refusal.detail, "the form field 'u' is not UTF-8");
+        ck_assert_str_eq(v, "untouched");
+        ck_assert_str_eq(m0_req_form(req, "u"), "\xc3("); /* m0_req_form() is as it was */
+        parsed_free(&p);
+
+        parse_form(&p, "application/json", NULL, LIT("user=admin"));
+        ck_assert_int_eq(m0_req_form_get(&p.req, "user", &v), -EMEDIUMTYPE);
+        ck_assert_int_eq(p.req.refusal.status, 415);
+        ck_assert_str_eq(p.req.refusal.detail,
+                         "the body must be application/x-www-form-urlencoded");
+        ck_assert_str_eq(v, "untouched");
+        parsed_free(&p);
+}
+END_TEST
+
 /* Q2: only a form is read as one; without a Content-Type the body is taken for a form. */
 START_TEST(form_content_type)
 {
@@ -373,9 +466,11 @@ static Suite *request_suite(void)
         tcase_add_test(tc, query_empty_name);
         tcase_add_test(tc, query_encoded_nul);
         tcase_add_test(tc, query_int);
+        tcase_add_test(tc, query_get);
         tcase_add_test(tc, headers);
         tcase_add_test(tc, form_decoding);
         tcase_add_test(tc, form_refusals);
+        tcase_add_test(tc, form_get);
         tcase_add_test(tc, form_content_type);
         tcase_add_test(tc, form_index_bounds);
         suite_add_tcase(s, tc);

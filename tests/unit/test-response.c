@@ -188,6 +188,36 @@ START_TEST(large_body_and_head)
 }
 END_TEST
 
+START_TEST(kept_answers_say_the_idle_timeout)
+{
+        /* D111: whole seconds, rounded down; an answer that closes says nothing of it */
+        static const struct {
+                uint32_t ms;
+                const char *line;
+        } rows[] = {{60000, "Keep-Alive: timeout=60\r\n"},
+                    {1999, "Keep-Alive: timeout=1\r\n"},
+                    {999, "Keep-Alive: timeout=0\r\n"},
+                    {1, "Keep-Alive: timeout=0\r\n"},
+                    {86400000, "Keep-Alive: timeout=86400\r\n"}};
+        for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+                m0__res_keep_alive(loop, rows[i].ms);
+                ck_assert_bytes(loop->keep_alive, loop->keep_alive_len, rows[i].line,
+                                strlen(rows[i].line));
+        }
+        m0__res_keep_alive(loop, 500);
+        ck_assert_int_eq(m0_res_write(&res, "a", 1), 0);
+        ck_assert_int_eq(m0__res_serialize(loop, &res, false, M0__CONN_KEEP, &out), 0);
+        ck_assert_int_eq(m0__res_serialize(loop, &res, false, M0__CONN_KEEP_ALIVE, &out), 0);
+        ck_assert_int_eq(m0__res_serialize(loop, &res, true, M0__CONN_CLOSE, &out), 0);
+        ck_assert_buf_lit(out, "HTTP/1.1 200 OK\r\nServer: m0\r\nDate: X\r\nContent-Length: 1\r\n"
+                               "Keep-Alive: timeout=0\r\n\r\na"
+                               "HTTP/1.1 200 OK\r\nServer: m0\r\nDate: X\r\nContent-Length: 1\r\n"
+                               "Connection: keep-alive\r\nKeep-Alive: timeout=0\r\n\r\na"
+                               "HTTP/1.1 200 OK\r\nServer: m0\r\nDate: X\r\nContent-Length: 1\r\n"
+                               "Connection: close\r\n\r\n");
+}
+END_TEST
+
 START_TEST(http10_keep_alive_is_said)
 {
         /* H7: an HTTP/1.0 connection kept says so, or the client waits for the close */
@@ -383,6 +413,7 @@ static Suite *response_suite(void)
         tcase_add_test(tc, serialize_appends);
         tcase_add_test(tc, large_body_and_head);
         tcase_add_test(tc, http10_keep_alive_is_said);
+        tcase_add_test(tc, kept_answers_say_the_idle_timeout);
         tcase_add_test(tc, reasons);
         tcase_add_test(tc, status_range);
         tcase_add_test(tc, header_refusals);

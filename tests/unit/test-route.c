@@ -248,6 +248,14 @@ START_TEST(decoding)
                 {"a//b/", M0__PCT_STRICT, 5, "a//b/"},
                 {"", M0__PCT_STRICT, 0, ""},
                 {"..", 0, 2, ".."},
+                /* D110: a capture never begins with '/', literal or encoded */
+                {"/etc/passwd", M0__PCT_STRICT | M0__PCT_RELATIVE, -EINVAL, NULL},
+                {"%2Fetc%2Fpasswd", M0__PCT_STRICT | M0__PCT_RELATIVE, -EINVAL, NULL},
+                {"%2f%2Froot", M0__PCT_STRICT | M0__PCT_RELATIVE, -EINVAL, NULL},
+                {"a//b/", M0__PCT_STRICT | M0__PCT_RELATIVE, 5, "a//b/"},
+                {"a%2F%2Fb", M0__PCT_STRICT | M0__PCT_RELATIVE, 4, "a//b"},
+                {"", M0__PCT_STRICT | M0__PCT_RELATIVE, 0, ""},
+                {"/a", M0__PCT_STRICT, 2, "/a"},
         };
         for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
                 char out[32];
@@ -281,6 +289,18 @@ START_TEST(bind_and_param)
         ck_assert_int_eq(route_of("GET", path, &m), 0);
         ck_assert_int_eq(m0__req_bind(&req, path, &m), -EINVAL);
         ck_assert_int_eq(m0__req_bind(NULL, path, &m), -EINVAL);
+        /* *rest never begins with '/', whether the client wrote it or encoded it (D110) */
+        static const char *const rooted[] = {"/u/a/f//etc/passwd", "/u/a/f/%2Fetc%2Fpasswd",
+                                             "/u/a/f/%2F%2Froot", "/u/a/f/%2f"};
+        for (size_t i = 0; i < sizeof(rooted) / sizeof(rooted[0]); i++) {
+                ck_assert_int_eq(route_of("GET", rooted[i], &m), 0);
+                ck_assert_int_eq(m0__req_bind(&req, rooted[i], &m), -EINVAL);
+                ck_assert_int_eq(m0__req_bind(NULL, rooted[i], &m), -EINVAL);
+        }
+        path = "/u/a/f/x//y";
+        ck_assert_int_eq(route_of("GET", path, &m), 0);
+        ck_assert_int_eq(m0__req_bind(&req, path, &m), 0);
+        ck_assert_str_eq(m0_req_param(&req, "rest"), "x//y");
         /* a route without captures, and dispatch */
         m.route = NULL;
         ck_assert_int_eq(m0__req_bind(&req, path, &m), 0);

@@ -153,8 +153,18 @@ void m0__treplay_free(struct m0_treplay *t)
                 return;
         m0__fvec_free(&t->held);
         m0__fvec_free(&t->rows);
+        m0__buf_free(&t->gaps);
+        m0__buf_free(&t->pre);
         free(t->msg);
         free(t);
+}
+
+void m0__treplay_post(struct m0_treplay *t)
+{
+        struct m0_msg *m = t->msg;
+        t->msg = NULL; /* the loop frees the message, and then `t` */
+        *m = (struct m0_msg){.handle = t->back, .drop = t->drop, .fd = -1, .arg = t};
+        (void)m0__loop_post(t->loop, m);
 }
 
 /* The table's answer, on the bus thread: its rows as frames, posted to the stream's loop. */
@@ -176,10 +186,7 @@ static void replayed(void *ud, const struct m0_pgbus_replayed *r)
                         t->err = -ENOMEM;
                 }
         }
-        struct m0_msg *m = t->msg;
-        t->msg = NULL; /* the loop frees the message, and then `t` */
-        *m = (struct m0_msg){.handle = t->back, .drop = t->drop, .fd = -1, .arg = t};
-        (void)m0__loop_post(t->loop, m);
+        m0__treplay_post(t);
 }
 
 int m0__shared_replay(struct m0_host *h, struct m0_treplay *t, const char *const *pats, size_t n)

@@ -47,6 +47,12 @@ struct m0_treplay {
         struct m0_fvec rows; /* the rows after `after` up to `upto`, oldest first */
         bool truncated;      /* more matched: these are the newest M0_BUS_REPLAY_MAX */
         uint64_t upto;       /* every later id reaches the loop's queue after this answer */
+        /* A backfill (AP2) instead of a table's answer: the app writes `pre` on a pool thread
+         * for each record of `gaps` (the oldest id kept, 8 bytes, then the channel's name and a
+         * NUL); `pre` goes first, then `rows` (the kept replay), then `held`. */
+        bool backfill;
+        struct m0_buf gaps;
+        struct m0_buf pre;
 };
 
 /*
@@ -66,6 +72,9 @@ void m0__shared_notify_ready(struct m0_host *h, char *st, size_t len);
 /* Ask the table for `t`'s replay of `pats` (exact names, "prefix*"); the answer is posted to
  * t->loop, handled by t->back. 0, or -errno (the bus's refusals; nothing is posted). A loop. */
 int m0__shared_replay(struct m0_host *h, struct m0_treplay *t, const char *const *pats, size_t n);
+/* Hand `t`, answered, back to its loop (M0_MSG_REPLAY, with the message it holds). Any thread;
+ * only the loop touches `t` after. */
+void m0__treplay_post(struct m0_treplay *t);
 /* Free a replay whose stream is gone or served. Accepts NULL. */
 void m0__treplay_free(struct m0_treplay *t);
 /* The drain began: STATUS= is no longer the bus's. The coordinator. */
