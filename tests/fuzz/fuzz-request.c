@@ -15,7 +15,7 @@
 #include "config.h"
 #include "conn.h"
 #include "host.h"
-#include "loop.h"
+#include "hctx.h"
 
 static int echo(m0_req *req, m0_res *res, void *state)
 {
@@ -153,7 +153,7 @@ static const char *const origins[] = {"https://a.example", "http://localhost:808
 static const m0_cors cors = {.origins = origins, .credentials = 1, .expose_headers = "Location"};
 static const m0_app app = {.name = "fuzz", .routes = routes, .cors = &cors, .error = on_error};
 static struct m0_host host;
-static struct m0_loop *loop;
+static struct m0_hctx *loop;
 
 static void setup(void)
 {
@@ -180,7 +180,7 @@ static void setup(void)
         loop = calloc(1, sizeof(*loop));
         host.loops = loop;
         if (!loop || m0__bus_init(&host.bus, 1, 8, 8, 65536) < 0 ||
-            m0__loop_init(loop, &host, 0) < 0)
+            m0__hctx_init(loop, &host, 0) < 0)
                 abort();
         m0__bus_global = &host.bus;
 }
@@ -232,7 +232,7 @@ static void verify(const char *out, size_t len)
 static void pump(int peer, char **out, size_t *len, size_t *cap)
 {
         for (int i = 0; i < 4; i++)
-                (void)m0__loop_run_once(loop, 0);
+                (void)m0__hctx_run_once(loop, 0);
         for (;;) {
                 if (*cap - *len < 65536) {
                         *cap = *cap * 2 + 65536;
@@ -290,18 +290,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         verify(out, len);
         /* Whatever is still open (a stream, a head waiting for its timeout) is closed now. */
         struct m0_conn *c;
-        for (int cls = M0_TIMER_IDLE; cls < M0_TIMER_N; cls++)
-                while ((c = M0__LIST_FIRST(&loop->timers[cls], struct m0_conn, tlink)))
-                        m0__conn_close(c);
         while ((c = M0__LIST_FIRST(&loop->streams, struct m0_conn, slink)))
                 m0__conn_close(c);
-        /* the run queue holds the loop's sources too (D85): only the connections are closed */
-        for (struct m0_link *q = loop->runq.head, *next; q; q = next) {
-                struct m0_task *t = M0__CONTAINER_OF(q, struct m0_task, link);
-                next = q->next;
-                if (t->kind == M0_TASK_CONN)
-                        m0__conn_close(M0__CONTAINER_OF(t, struct m0_conn, task));
-        }
+        /* those filed in a timer class, and those on the run queue (the loop's own sources there
+         * keep their places, D85) */
+        m0__conn_cut_all(loop);
         m0__conn_reap(loop);
         if (atomic_load(&loop->load) != 0)
                 __builtin_trap(); /* a connection the loop lost track of */

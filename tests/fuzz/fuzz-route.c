@@ -15,7 +15,7 @@
 #include "buf.h"
 #include "config.h"
 #include "cors.h"
-#include "http.h"
+#include "head-checks.h"
 #include "request.h"
 #include "route.h"
 #include "route-ref.h"

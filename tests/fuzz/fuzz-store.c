@@ -14,7 +14,7 @@
 
 #include "bus.h"
 #include "host.h"
-#include "store.h"
+#include "fdstore-log.h"
 
 /*
  * An input is one option byte, then the memfd's bytes:
@@ -26,7 +26,7 @@
  * version 1 (D19), whose ids alone are taken.
  */
 #define GROW_MAX (64u << 20)
-#define HEAD_SIZE 48 /* store.c's struct store_head */
+#define HEAD_SIZE 48 /* fdstore-log.c's struct store_head */
 
 static struct m0_host host;
 static int notify_fd = -1;

@@ -226,3 +226,31 @@ def test_LY5_architecture_names_files_that_exist():
                     or os.path.isfile(os.path.join(REPO, "src", n))
                     or ("/" not in n and n in basenames))]
     eq(gone, [], "files doc/ARCHITECTURE.md names that are not in the tree")
+
+
+ARCH = os.path.join(REPO, "doc", "ARCHITECTURE.md")
+
+
+def test_LY5_every_src_path_the_architecture_names_exists():
+    """doc/ARCHITECTURE.md is true to the tree (LY5): each src/ path it names (a glob such as
+    src/bus/pg/pgbus*.c matches at least one file), and each file its table of folders lists
+    ("conn.c/h" is conn.c and conn.h) is there."""
+    import glob
+
+    text = open(ARCH, encoding="utf-8").read()
+    paths = {p.rstrip(".,:;)") for p in re.findall(r"\bsrc/[\w./*-]+", text)}
+    check(len(paths) >= 30, f"only {len(paths)} src/ paths named")
+    missing = sorted(p for p in paths if not glob.glob(os.path.join(REPO, p)))
+    eq(missing, [], "src/ paths doc/ARCHITECTURE.md names that do not exist")
+    rows = re.findall(r"^\| (src/[\w/]+/) \| (.*) \|$", text, re.M)
+    check(len(rows) >= 6, f"the table of folders has {len(rows)} rows")
+    listed = set()
+    for folder, cell in rows:
+        for name in re.findall(r"([\w-]+)\.(c/h|c|h)\b", re.sub(r"\([^)]*\)", "", cell)):
+            for ext in ("c", "h") if name[1] == "c/h" else (name[1],):
+                listed.add(folder + name[0] + "." + ext)
+    missing = sorted(p for p in listed if not os.path.exists(os.path.join(REPO, p)))
+    eq(missing, [], "files doc/ARCHITECTURE.md's table lists that are not in their folder")
+    on_disk = {os.path.relpath(p, REPO) for p in glob.glob(os.path.join(REPO, "src", "**", "*.[ch]"),
+                                                            recursive=True)}
+    eq(sorted(on_disk - listed), [], "files under src/ the table of folders leaves out")

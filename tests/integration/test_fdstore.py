@@ -14,7 +14,7 @@ from m0test import SSEReader, Server, check, eq, open_stream
 STORE_TEXT = "FDSTORE=1\nFDNAME=m0-bus"
 REMOVE_TEXT = "FDSTOREREMOVE=1\nFDNAME=m0-bus"
 
-# The memfd's layout (src/store.c, DECISIONS D77), in native byte order: a header (magic,
+# The memfd's layout (src/bus/fdstore-log.c, DECISIONS D77), in native byte order: a header (magic,
 # version, pad, log_size, last_id, head, tail), then a circular log of records, each a head (id,
 # the record's length, the channel's length, pad), the channel and the frame's text.
 HEAD = struct.Struct("=8sIIQQQQ")

@@ -316,7 +316,7 @@ GROUPS["fields"] = [
 # ---- what happens to the connection (H1) ----
 GROUPS["connection"] = [
     # The host switches to no other protocol: it answers the request, then closes
-    # ("no protocol switch: answer, then close", src/conn.c).
+    # ("no protocol switch: answer, then close", src/http1/conn.c).
     row("Upgrade: h2c with Connection: Upgrade",
         GET + b"Connection: Upgrade\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n",
         200, "close"),

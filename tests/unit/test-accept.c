@@ -14,7 +14,7 @@
 #include "accept.h"
 #include "conn.h"
 #include "host.h"
-#include "loop.h"
+#include "hctx.h"
 #include "unit.h"
 
 /* Every wait below is on the kernel's own state (the listener's queue, a socket's end of file);
@@ -61,7 +61,7 @@ static void setup_host(int nloops, bool share, uint32_t max_connections)
         host->loops = calloc((size_t)nloops, sizeof(*host->loops));
         ck_assert_ptr_nonnull(host->loops);
         for (int i = 0; i < nloops; i++)
-                ck_assert_int_eq(m0__loop_init(&host->loops[i], host, i), 0);
+                ck_assert_int_eq(m0__hctx_init(&host->loops[i], host, i), 0);
 
         /* A listener as activation.c hands them over: non-blocking, so a drained queue is
          * EAGAIN, not a wait. */
@@ -79,12 +79,13 @@ static void setup_host(int nloops, bool share, uint32_t max_connections)
 static void teardown_host(void)
 {
         for (int i = 0; i < host->nloops; i++) {
-                struct m0_loop *l = &host->loops[i];
+                struct m0_hctx *l = &host->loops[i];
                 struct m0_conn *c;
-                while ((c = M0__LIST_FIRST(&l->timers[M0_TIMER_IDLE], struct m0_conn, tlink)))
+                while ((c = M0__LIST_FIRST(&l->loop.timers[M0_TIMER_IDLE], struct m0_conn,
+                                           timer.link)))
                         m0__conn_close(c);
                 m0__conn_reap(l);
-                m0__loop_destroy(l); /* closes the hand-offs still in its mailbox */
+                m0__hctx_destroy(l); /* closes the hand-offs still in its mailbox */
         }
         free(host->loops);
         free(host);
@@ -156,19 +157,19 @@ static void placement(struct placement *p)
         for (int k = 0; k < MAX_CLIENTS; k++)
                 p->loop[k] = -1;
         for (int i = 0; i < host->nloops; i++) {
-                struct m0_loop *l = &host->loops[i];
-                for (struct m0_conn *c =
-                             M0__LIST_FIRST(&l->timers[M0_TIMER_IDLE], struct m0_conn, tlink);
+                struct m0_hctx *l = &host->loops[i];
+                for (struct m0_conn *c = M0__LIST_FIRST(&l->loop.timers[M0_TIMER_IDLE],
+                                                        struct m0_conn, timer.link);
                      c; c = m0__conn_timer_next(c)) {
-                        int k = client_of(c->fd);
+                        int k = client_of(c->tr.fd);
                         ck_assert_int_eq(p->loop[k], -1);
                         p->loop[k] = i;
                         p->kept[i]++;
                 }
-                pthread_mutex_lock(&l->mb_lock);
-                for (struct m0_msg *m = M0__LIST_FIRST(&l->mb, struct m0_msg, link); m;
+                pthread_mutex_lock(&l->loop.mb_lock);
+                for (struct m0_msg *m = M0__LIST_FIRST(&l->loop.mb, struct m0_msg, link); m;
                      m = M0__LIST_NEXT(m, struct m0_msg, link)) {
-                        ck_assert_int_eq(m->kind, M0_MSG_CONN);
+                        ck_assert_ptr_eq(m->handle, m0__accept_handed_over);
                         ck_assert_int_ge(m->fd, 0);
                         int k = client_of(m->fd);
                         ck_assert_int_eq(p->loop[k], -1);
@@ -176,7 +177,7 @@ static void placement(struct placement *p)
                         p->posted[k] = true;
                         p->mailbox[i]++;
                 }
-                pthread_mutex_unlock(&l->mb_lock);
+                pthread_mutex_unlock(&l->loop.mb_lock);
         }
 }
 
@@ -211,7 +212,7 @@ START_TEST(one_loop_keeps_every_connection)
                 ck_assert_int_eq(p.loop[k], 0);
                 ck_assert(!p.posted[k]);
         }
-        struct m0_loop *l = &host->loops[0];
+        struct m0_hctx *l = &host->loops[0];
         ck_assert_uint_eq(l->accepted, 4);
         ck_assert_uint_eq(l->passed, 0);
         ck_assert_uint_eq(l->refused_conns, 0);
@@ -256,7 +257,7 @@ START_TEST(equal_loads_rotate)
          * loop not at all */
         for (int i = 0; i < 3; i++) {
                 uint64_t v = 0;
-                ssize_t r = read(host->loops[i].mb_fd, &v, sizeof(v));
+                ssize_t r = read(host->loops[i].loop.mb_fd, &v, sizeof(v));
                 if (i == 0) {
                         ck_assert_int_eq(r, -1);
                         ck_assert_int_eq(errno, EAGAIN);
@@ -353,7 +354,7 @@ START_TEST(handed_off_connections_are_admitted_by_the_target)
         struct placement before;
         placement(&before);
         for (int i = 1; i < 3; i++)
-                ck_assert_int_eq(m0__loop_run_once(&host->loops[i], 0), 1);
+                ck_assert_int_eq(m0__hctx_run_once(&host->loops[i], 0), 1);
         struct placement after;
         placement(&after);
         for (int k = 0; k < 6; k++) {
@@ -418,8 +419,8 @@ START_TEST(past_max_connections_is_closed_and_counted)
         ck_assert_uint_eq(queued(), 0);
 
         /* one closes: there is room for one more */
-        m0__conn_close(
-                M0__LIST_FIRST(&host->loops[0].timers[M0_TIMER_IDLE], struct m0_conn, tlink));
+        m0__conn_close(M0__LIST_FIRST(&host->loops[0].loop.timers[M0_TIMER_IDLE], struct m0_conn,
+                                      timer.link));
         m0__conn_reap(&host->loops[0]);
         ck_assert_uint_eq(atomic_load(&host->conns), 1);
         connect_clients(2);
@@ -440,7 +441,7 @@ START_TEST(one_wake_accepts_at_most_64)
 {
         setup_host(1, true, 1000);
         connect_clients(70);
-        struct m0_loop *l = &host->loops[0];
+        struct m0_hctx *l = &host->loops[0];
         m0__accept_ready(l, lfd);
         ck_assert_uint_eq(l->accepted, 64);
         ck_assert_uint_eq(queued(), 6);
@@ -462,7 +463,7 @@ START_TEST(one_wake_accepts_at_most_64_over_three_loops)
 {
         setup_host(3, true, 1000);
         connect_clients(70);
-        struct m0_loop *l = &host->loops[0];
+        struct m0_hctx *l = &host->loops[0];
         m0__accept_ready(l, lfd);
         ck_assert_uint_eq(l->accepted + l->passed, 64);
         ck_assert_uint_eq(queued(), 6);
@@ -484,7 +485,7 @@ START_TEST(out_of_descriptors_sheds_one_connection)
         connect_clients(2);
         int pfd[2];
         ck_assert_int_eq(pipe2(pfd, O_CLOEXEC), 0);
-        struct m0_loop *l = &host->loops[0];
+        struct m0_hctx *l = &host->loops[0];
         int spare = l->reserve_fd;
         ck_assert_int_ge(spare, 0);
         pid_t pid = fork();

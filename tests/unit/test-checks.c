@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "accesslog.h"
-#include "checks.h"
+#include "preflight.h"
 #include "host.h"
 #include "unit.h"
 

@@ -11,7 +11,7 @@
 #include "unit.h"
 
 static struct m0_host *host;
-static struct m0_loop *loop;
+static struct m0_hctx *loop;
 
 static void setup(void)
 {
@@ -21,17 +21,17 @@ static void setup(void)
         ck_assert_ptr_nonnull(loop);
         host->cfg.idle_timeout_ms = 60000;
         loop->host = host;
-        loop->epfd = epoll_create1(EPOLL_CLOEXEC);
-        ck_assert_int_ge(loop->epfd, 0);
+        loop->loop.epfd = epoll_create1(EPOLL_CLOEXEC);
+        ck_assert_int_ge(loop->loop.epfd, 0);
 }
 
 static void teardown(void)
 {
         struct m0_conn *c;
-        while ((c = M0__LIST_FIRST(&loop->timers[M0_TIMER_IDLE], struct m0_conn, tlink)))
+        while ((c = M0__LIST_FIRST(&loop->loop.timers[M0_TIMER_IDLE], struct m0_conn, timer.link)))
                 m0__conn_close(c);
         m0__conn_reap(loop);
-        close(loop->epfd);
+        close(loop->loop.epfd);
         free(loop);
         free(host);
 }
@@ -42,7 +42,7 @@ static void admit(int fd)
         atomic_fetch_add(&loop->load, 1);
         atomic_fetch_add(&host->conns, 1);
         ck_assert_int_eq(m0__conn_admit(loop, fd), 0);
-        ck_assert_ptr_nonnull(loop->timers[M0_TIMER_IDLE].head);
+        ck_assert_ptr_nonnull(loop->loop.timers[M0_TIMER_IDLE].head);
 }
 
 START_TEST(tcp_connection_is_admitted_without_nagle)

@@ -15,7 +15,7 @@
 #include "error.h"
 #include "host.h"
 #include "log.h"
-#include "loop.h"
+#include "hctx.h"
 #include "response.h"
 #include "route.h"
 #include "unit-req.h"
@@ -23,7 +23,7 @@
 static struct m0_config cfg;
 static struct m0_host host;
 static m0_app app;
-static struct m0_loop *loop;
+static struct m0_hctx *loop;
 static struct m0_buf out;
 static struct m0_router router;
 static int state_marker;
@@ -36,8 +36,8 @@ static void setup(void)
         host.app = &app;
         loop = calloc(1, sizeof(*loop));
         ck_assert_ptr_nonnull(loop);
-        memcpy(loop->date, "Date: X\r\n", 9);
-        loop->date_len = 9;
+        memcpy(loop->loop.date, "Date: X\r\n", 9);
+        loop->loop.date_len = 9;
         loop->host = &host;
         loop->thread.state = &state_marker;
         memset(&out, 0, sizeof(out));

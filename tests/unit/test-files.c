@@ -14,7 +14,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include "files/files.h"
+#include "files.h"
 #include "unit.h"
 
 static char tmp[256];   /* the test's directory */

@@ -5,7 +5,7 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "http.h"
+#include "head-checks.h"
 #include "request.h"
 #include "unit.h"
 

@@ -110,7 +110,7 @@ END_TEST
 static struct m0_host *host;
 static m0_app app = {.name = "we\"ird"};
 
-/* Two loops as m0__loop_init() makes them, the bus, no listener: what the exposition reads. */
+/* Two loops as m0__hctx_init() makes them, the bus, no listener: what the exposition reads. */
 static void setup(void)
 {
         host = calloc(1, sizeof(*host));
@@ -122,14 +122,14 @@ static void setup(void)
         host->loops = calloc(2, sizeof(*host->loops));
         ck_assert_ptr_nonnull(host->loops);
         for (int i = 0; i < 2; i++)
-                ck_assert_int_eq(m0__loop_init(&host->loops[i], host, i), 0);
+                ck_assert_int_eq(m0__hctx_init(&host->loops[i], host, i), 0);
         ck_assert_int_eq(m0__bus_init(&host->bus, 2, 4, 4, 65536), 0);
 }
 
 static void teardown(void)
 {
         for (int i = 0; i < host->nloops; i++)
-                m0__loop_destroy(&host->loops[i]);
+                m0__hctx_destroy(&host->loops[i]);
         m0__bus_destroy(&host->bus);
         free(host->loops);
         free(host);
@@ -147,7 +147,7 @@ static char *render(enum m0_metrics_format f)
 
 START_TEST(every_loop_counted)
 {
-        struct m0_loop *l0 = &host->loops[0], *l1 = &host->loops[1];
+        struct m0_hctx *l0 = &host->loops[0], *l1 = &host->loops[1];
         m0__count(&l1->stats.requests[M0_METHOD_POST][3], 7);
         m0__count(&l0->stats.requests[M0_METHOD_GET][0], 2);
         m0__histogram_note(&l0->stats.duration, 20);

@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 #include "conn.h"
-#include "handler.h"
+#include "lifecycle.h"
 #include "host.h"
-#include "loop.h"
+#include "hctx.h"
 #include "pool.h"
 #include "unit.h"
 
@@ -18,7 +18,7 @@
 #define WAIT_MS 10000
 
 static struct m0_host *host;
-static struct m0_loop *loop;
+static struct m0_hctx *loop;
 static m0_app app;
 
 /* The pool never touches a job's connection (the loop does, once the job is back): a marker
@@ -153,14 +153,14 @@ static void setup_pool(int nthreads)
         host->app = &app;
         host->nloops = 1;
         m0__barrier_init(&host->barrier);
-        ck_assert_int_eq(m0__loop_init(loop, host, 0), 0);
+        ck_assert_int_eq(m0__hctx_init(loop, host, 0), 0);
         ck_assert_int_eq(loop->pool.nthreads, nthreads);
 }
 
 static void teardown_pool(void)
 {
-        ck_assert(m0__list_empty(&loop->mb)); /* every job was taken back */
-        m0__loop_destroy(loop);
+        ck_assert(m0__list_empty(&loop->loop.mb)); /* every job was taken back */
+        m0__hctx_destroy(loop);
         m0__barrier_destroy(&host->barrier);
         free(loop);
         free(host);
@@ -230,15 +230,15 @@ static size_t take_mailbox(struct m0_msg **out, size_t n)
                 clock_gettime(CLOCK_MONOTONIC, &now);
                 long left = WAIT_MS - ((now.tv_sec - t0.tv_sec) * 1000 +
                                        (now.tv_nsec - t0.tv_nsec) / 1000000);
-                struct pollfd pf = {.fd = loop->mb_fd, .events = POLLIN};
+                struct pollfd pf = {.fd = loop->loop.mb_fd, .events = POLLIN};
                 if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
                         break;
                 uint64_t v;
-                ck_assert_int_eq(read(loop->mb_fd, &v, sizeof(v)), sizeof(v));
+                ck_assert_int_eq(read(loop->loop.mb_fd, &v, sizeof(v)), sizeof(v));
                 struct m0_list taken = {0};
-                pthread_mutex_lock(&loop->mb_lock);
-                m0__list_append(&taken, &loop->mb);
-                pthread_mutex_unlock(&loop->mb_lock);
+                pthread_mutex_lock(&loop->loop.mb_lock);
+                m0__list_append(&taken, &loop->loop.mb);
+                pthread_mutex_unlock(&loop->loop.mb_lock);
                 struct m0_link *link;
                 while ((link = m0__list_pop(&taken))) {
                         ck_assert_msg(got < n, "more messages than the %zu expected", n);
@@ -251,7 +251,7 @@ static size_t take_mailbox(struct m0_msg **out, size_t n)
 static void free_msgs(struct m0_msg **m, size_t n)
 {
         for (size_t i = 0; i < n; i++) {
-                m0__job_free(m[i]->job);
+                m0__job_free((struct m0_job *)m[i]->arg);
                 free(m[i]);
         }
 }
@@ -260,10 +260,10 @@ static void free_msgs(struct m0_msg **m, size_t n)
 
 START_TEST(init_without_threads)
 {
-        struct m0_loop l;
+        struct m0_hctx l;
         struct m0_pool p;
         memset(&p, 0xa5, sizeof(p));
-        ck_assert_int_eq(m0__pool_init(&p, &l, 0), 0);
+        ck_assert_int_eq(m0__pool_init(&p, &l, 0, NULL, NULL), 0);
         ck_assert_int_eq(p.nthreads, 0);
         ck_assert_ptr_null(p.threads);
         ck_assert(m0__list_empty(&p.queue));
@@ -275,10 +275,10 @@ END_TEST
 
 START_TEST(init_with_threads)
 {
-        struct m0_loop l = {.index = 4};
+        struct m0_hctx l = {.index = 4};
         struct m0_pool p;
         memset(&p, 0xa5, sizeof(p));
-        ck_assert_int_eq(m0__pool_init(&p, &l, 3), 0);
+        ck_assert_int_eq(m0__pool_init(&p, &l, 3, NULL, NULL), 0);
         ck_assert_int_eq(p.nthreads, 3);
         ck_assert_ptr_nonnull(p.threads);
         for (int i = 0; i < 3; i++) {
@@ -305,9 +305,9 @@ END_TEST
  * sanitizer build sees a leak otherwise). */
 START_TEST(destroy_frees_queued_jobs_of_a_pool_never_started)
 {
-        struct m0_loop l;
+        struct m0_hctx l;
         struct m0_pool p;
-        ck_assert_int_eq(m0__pool_init(&p, &l, 2), 0);
+        ck_assert_int_eq(m0__pool_init(&p, &l, 2, NULL, NULL), 0);
         m0_req r = {.method = "GET", .path = "/a", .query = "q=1", .body = "xyz", .body_len = 3};
         struct m0_job *j[3];
         for (int i = 0; i < 3; i++) {
@@ -462,9 +462,9 @@ START_TEST(one_thread_takes_jobs_in_order)
         for (int i = 0; i < 8; i++) {
                 char path[16], exp[64];
                 snprintf(path, sizeof(path), "/j%d", i);
-                ck_assert_int_eq(m[i]->kind, M0_MSG_JOB);
+                ck_assert_ptr_eq(m[i]->handle, loop->pool.back);
                 ck_assert_int_eq(m[i]->fd, -1);
-                struct m0_job *j = m[i]->job;
+                struct m0_job *j = (struct m0_job *)m[i]->arg;
                 ck_assert_ptr_eq(j->conn, &conn_marker);
                 ck_assert_str_eq(j->req.path, path);
                 ck_assert_int_eq(j->req.thread, 0);
@@ -504,7 +504,7 @@ START_TEST(stop_lets_the_queue_finish)
         ck_assert_uint_eq(take_mailbox(m, 6), 6);
         bool seen[6] = {false};
         for (int i = 0; i < 6; i++) {
-                struct m0_job *j = m[i]->job;
+                struct m0_job *j = (struct m0_job *)m[i]->arg;
                 int k = j->req.path[2] - '0';
                 ck_assert(k >= 0 && k < 6 && !seen[k]);
                 seen[k] = true;
@@ -540,7 +540,7 @@ START_TEST(failing_handler_is_answered_500)
         ck_assert_uint_eq(take_mailbox(m, 1), 1);
         m0__pool_stop(&loop->pool);
         join_pool();
-        struct m0_job *j = m[0]->job;
+        struct m0_job *j = ((struct m0_job *)m[0]->arg);
         ck_assert_int_eq(j->res.status, 500);
         ck_assert_buf_lit(j->res.head, "Content-Type: text/plain; charset=utf-8\r\n");
         ck_assert_buf_lit(j->res.body, "500 Internal Server Error\n");
@@ -577,7 +577,7 @@ START_TEST(stream_on_a_pool_thread_is_409)
 
         ck_assert_uint_eq(got, 2);
         for (int i = 0; i < 2; i++) {
-                struct m0_job *j = m[i]->job;
+                struct m0_job *j = (struct m0_job *)m[i]->arg;
                 ck_assert_int_eq(stream_rc[i], -EPERM);
                 ck_assert_int_eq(j->res.status, 409);
                 ck_assert(!j->res.stream && !j->res.stream_refused);
@@ -585,8 +585,8 @@ START_TEST(stream_on_a_pool_thread_is_409)
                 ck_assert_buf_lit(j->res.head, "Content-Type: text/plain; charset=utf-8\r\n");
                 ck_assert_buf_lit(j->res.body, "409 Conflict: streams are served on the loop\n");
         }
-        ck_assert_str_eq(m[0]->job->req.path, "/s1");
-        ck_assert_str_eq(m[1]->job->req.path, "/s2");
+        ck_assert_str_eq(((struct m0_job *)m[0]->arg)->req.path, "/s1");
+        ck_assert_str_eq(((struct m0_job *)m[1]->arg)->req.path, "/s2");
         static const char exp[] =
                 "m0[m0] loop 0: POST /s1 opened a stream on pool thread 0: answered 409 (streams "
                 "are served from loop routes only)\n"
@@ -616,7 +616,7 @@ START_TEST(failed_make_closes_the_gate)
         ck_assert_int_eq(nfreed, 1);
         ck_assert_int_eq(freed[0], 0);
         ck_assert(!m0__list_empty(&loop->pool.queue)); /* still queued: destroy frees it */
-        struct pollfd pf = {.fd = loop->mb_fd, .events = POLLIN};
+        struct pollfd pf = {.fd = loop->loop.mb_fd, .events = POLLIN};
         ck_assert_int_eq(poll(&pf, 1, 0), 0);
         teardown_pool();
 }

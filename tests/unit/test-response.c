@@ -3,11 +3,11 @@
 #include <errno.h>
 #include <stdint.h>
 
-#include "loop.h"
+#include "hctx.h"
 #include "response.h"
 #include "unit.h"
 
-static struct m0_loop *loop;
+static struct m0_hctx *loop;
 static struct m0_res res;
 static struct m0_buf out;
 
@@ -15,8 +15,8 @@ static void setup(void)
 {
         loop = calloc(1, sizeof(*loop));
         ck_assert_ptr_nonnull(loop);
-        memcpy(loop->date, "Date: X\r\n", 9);
-        loop->date_len = 9;
+        memcpy(loop->loop.date, "Date: X\r\n", 9);
+        loop->loop.date_len = 9;
         memset(&res, 0, sizeof(res));
         m0__res_reset(&res);
         memset(&out, 0, sizeof(out));
@@ -153,8 +153,8 @@ START_TEST(large_body_and_head)
 {
         /* a body and headers past every initial capacity, and the real date line's length */
         static const char date[] = "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n";
-        memcpy(loop->date, date, sizeof(date) - 1);
-        loop->date_len = sizeof(date) - 1;
+        memcpy(loop->loop.date, date, sizeof(date) - 1);
+        loop->loop.date_len = sizeof(date) - 1;
         size_t n = 1000003;
         char *body = malloc(n);
         ck_assert_ptr_nonnull(body);

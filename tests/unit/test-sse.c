@@ -17,7 +17,7 @@
 #include "unit.h"
 
 static struct m0_host *host;
-static struct m0_loop *loop;
+static struct m0_hctx *loop;
 
 static void setup_q(uint32_t q_cap)
 {
@@ -33,7 +33,7 @@ static void setup_q(uint32_t q_cap)
         host->loops = calloc(1, sizeof(*host->loops));
         ck_assert_ptr_nonnull(host->loops);
         loop = &host->loops[0];
-        ck_assert_int_eq(m0__loop_init(loop, host, 0), 0);
+        ck_assert_int_eq(m0__hctx_init(loop, host, 0), 0);
         ck_assert_int_eq(m0__bus_init(&host->bus, 1, q_cap, 64, 16u << 20), 0);
         host->bus.wake = m0__bus_wake_loops;
         host->bus.wake_ud = host;
@@ -51,7 +51,7 @@ static void teardown(void)
         while ((c = M0__LIST_FIRST(&loop->streams, struct m0_conn, slink)))
                 m0__conn_close(c);
         for (int cls = M0_TIMER_IDLE; cls < M0_TIMER_N; cls++)
-                while ((c = M0__LIST_FIRST(&loop->timers[cls], struct m0_conn, tlink)))
+                while ((c = M0__LIST_FIRST(&loop->loop.timers[cls], struct m0_conn, timer.link)))
                         m0__conn_close(c);
         m0__conn_reap(loop);
         /* every stream gone: the bus follows nothing for this loop any more */
@@ -59,7 +59,7 @@ static void teardown(void)
         ck_assert_uint_eq(loop->subs.exact.n + loop->subs.prefix.n, 0);
         m0__bus_global = NULL;
         m0__bus_destroy(&host->bus);
-        m0__loop_destroy(loop);
+        m0__hctx_destroy(loop);
         free(host->loops);
         free(host);
 }
@@ -82,8 +82,8 @@ static void stream(struct client *cl, const char *const *channels, const char *l
         ck_assert_int_eq(m0__conn_admit(loop, sv[0]), 0);
         cl->fd = sv[1];
         cl->len = 0;
-        cl->c = M0__LIST_ENTRY(loop->timers[M0_TIMER_IDLE].tail, struct m0_conn, tlink);
-        ck_assert_int_eq(cl->c->fd, sv[0]);
+        cl->c = M0__LIST_ENTRY(loop->loop.timers[M0_TIMER_IDLE].tail, struct m0_conn, timer.link);
+        ck_assert_int_eq(cl->c->tr.fd, sv[0]);
         m0__res_reset(&loop->res);
         ck_assert_int_eq(m0_res_stream(&loop->res), 0);
         for (; channels && *channels; channels++)
@@ -364,7 +364,8 @@ START_TEST(a_take_of_frames_is_one_item_of_a_turn_and_the_rest_waits_its_place)
         host->bus.wake_ud = host;
         host->cfg.channel_frames = 1024;
         host->cfg.turn_items = 2;
-        loop->turn_budget_ms = 10000; /* items, not time, end these turns */
+        loop->loop.turn_items = 2; /* the loop took the configured value when it was built */
+        loop->loop.turn_budget_ms = 10000; /* items, not time, end these turns */
         struct client a, b;
         stream(&a, (const char *const[]){"a", NULL}, NULL);
         stream(&b, (const char *const[]){"b", NULL}, NULL);
@@ -378,24 +379,24 @@ START_TEST(a_take_of_frames_is_one_item_of_a_turn_and_the_rest_waits_its_place)
 
         /* The turn the publishes woke: the wake-up's take, then two items of 64 frames each;
          * the 109 left wait in the queue and the frames take their place on the run queue. */
-        ck_assert_int_eq(m0__loop_run_once(loop, 0), 1);
+        ck_assert_int_eq(m0__hctx_run_once(loop, 0), 1);
         char want[8192];
         ids_text(want, sizeof(want), 0, 1, 192);
         expect(&a, want);
         expect(&b, "");
-        ck_assert(loop->src_task[M0_TASK_FRAMES].queued);
-        ck_assert_uint_eq(loop->runq_len, 1);
+        ck_assert(loop->frames_task.queued);
+        ck_assert_uint_eq(loop->loop.runq_len, 1);
         ck_assert_uint_eq(host->bus.qs[0].count, 109);
 
         /* A publish meanwhile joins behind them; the next turn does not sleep in epoll, and its
          * place on the run queue delivers the rest in id order. */
         ck_assert_int_eq(m0_publish("a", NULL, "x", 0), 303);
-        ck_assert_int_eq(m0__loop_run_once(loop, 60000), 1); /* the mailbox's wake-up */
+        ck_assert_int_eq(m0__hctx_run_once(loop, 60000), 1); /* the mailbox's wake-up */
         ids_text(want, sizeof(want), ids_text(want, sizeof(want), 0, 193, 300), 303, 303);
         expect(&a, want);
         expect(&b, "id: 301\ndata: x\n\n");
-        ck_assert(!loop->src_task[M0_TASK_FRAMES].queued);
-        ck_assert_uint_eq(loop->runq_len, 0);
+        ck_assert(!loop->frames_task.queued);
+        ck_assert_uint_eq(loop->loop.runq_len, 0);
         ck_assert_uint_eq(host->bus.qs[0].count, 0);
         close(a.fd);
         close(b.fd);

@@ -13,7 +13,7 @@
 
 #include "bus.h"
 #include "host.h"
-#include "store.h"
+#include "fdstore-log.h"
 #include "unit.h"
 
 /*
@@ -212,7 +212,7 @@ static void log_write(int fd, uint64_t log_size, uint64_t pos, const void *in, s
                                  1);
 }
 
-/* A record as store.c writes one, at `pos`; returns its length. */
+/* A record as fdstore-log.c writes one, at `pos`; returns its length. */
 static size_t put_rec(int fd, uint64_t pos, uint64_t id, const char *chan, const char *text,
                       size_t text_len)
 {

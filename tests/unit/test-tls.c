@@ -16,7 +16,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-#include "tls/tls.h"
+#include "tls.h"
 #include "unit.h"
 
 #define DAY (24L * 3600)

@@ -5,7 +5,7 @@
 #define M0_UNIT_REQ_H
 
 #include "config.h"
-#include "http.h"
+#include "head-checks.h"
 #include "request.h"
 #include "response.h"
 #include "unit.h"

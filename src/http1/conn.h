@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: MIT */
+/* conn.h: one connection on its loop: its transport (transport.h, LY2), the protocol that reads
+ * requests from it (struct m0_proto_ops, LY3: HTTP/1.1 today), and the HTTP/1.1 state, with the
+ * files that touch it: conn.c (its lifetime, reads and writes), deadlines.c (its deadlines), llhttp-driver.c
+ * (llhttp and the requests it finds) and dispatch.c (routing, handlers, the answer). sse.c,
+ * accesslog.c and hctx.c reach it too. */
+#ifndef M0_CONN_H
+#define M0_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <llhttp.h>
+
+#include "buf.h"
+#include "list.h"
+#include "hctx.h"
+#include "loop.h"
+#include "transport.h"
+
+struct m0_host;
+struct m0_job;
+struct m0_sub;
+
+enum m0_phase {
+        PH_IDLE = 0, /* between messages */
+        PH_HEAD,     /* inside a request head */
+        PH_BODY,     /* head complete, reading the body */
+};
+
+/*
+ * Input lives in the loop's scratch buffer while whole requests arrive in one read; only what
+ * must outlive the read (a head in progress, unparsed bytes while the connection is paused) is
+ * copied into `rbuf`, which is freed again once it empties. An idle connection owns no buffer.
+ * Touched by its loop's thread only.
+ */
+/*
+ * A protocol (LY3): what turns a transport's bytes into requests and answers. The connection
+ * calls it for its events; HTTP/2 and WebSocket plug in here. Every protocol hands the app the
+ * same m0_req/m0_res (dispatch.c).
+ */
+struct m0_proto_ops {
+        const char *name;
+        void (*readable)(struct m0_conn *c); /* the transport has bytes (or an end of file) */
+        void (*writable)(struct m0_conn *c); /* the transport takes bytes again */
+        void (*timer)(struct m0_conn *c);    /* the connection's timer fired */
+        void (*drain)(struct m0_conn *c);    /* the stop: finish what is in flight, then close */
+        void (*closed)(struct m0_conn *c);   /* the connection is closing: let go of the loop */
+};
+
+/* HTTP/1.1 (conn.c). */
+extern const struct m0_proto_ops m0__proto_http1;
+
+struct m0_conn {
+        struct m0_hctx *loop; /* its loop's HTTP context */
+        struct m0_transport tr;
+        const struct m0_proto_ops *proto;
+        struct m0_io io;   /* in the loop's epoll set */
+        bool handshaking;  /* the transport's handshake is not done: the protocol waits */
+        uint32_t events;   /* what the protocol waits for: EPOLLIN, EPOLLOUT or none */
+        uint32_t ioevents; /* the epoll interest: `events` and what the transport wants */
+        uint8_t rwant;     /* M0_WANT_* of the transport's last read that could not go on */
+        uint8_t wwant;     /* ... of its last write */
+        llhttp_t parser;
+
+        char *rbuf;
+        uint32_t rlen, rcap;
+        uint32_t rpos;     /* where parsing resumes in rbuf */
+        uint32_t req_off;  /* first byte of the current request in the buffer being parsed */
+        uint32_t head_len; /* valid in PH_BODY */
+        uint8_t phase;
+        bool req_started; /* req_off is known */
+        bool closing;     /* answer no more; close once the output is out */
+        bool lingering;   /* output out, write side shut; dropping the client's bytes */
+        bool busy;        /* a pool thread is answering the current request */
+        bool indexed;     /* the current head is cut into the loop's request: indexed, or as
+                             far as a walk that refused it went (its bytes hold NULs) */
+        bool routed;      /* a request with a body, routed at headers-complete (Q6, H8) */
+        bool discard;     /* ... to a host answer: its body is read and dropped */
+        int err_status;   /* the status a callback chose when it stopped the parser, or
+                             M0__ERR_ANSWERED when it answered already */
+        uint32_t tail;    /* the last four bytes parsed: a chunked body must end in CRLF CRLF */
+
+        struct m0_buf body;
+        uint64_t body_limit; /* the route's bound on the body being read (Q6) */
+        uint64_t body_seen;  /* bytes of it so far, kept or dropped */
+        struct m0_buf out;   /* bytes the socket did not take yet */
+        size_t out_off;
+        uint32_t nreq;
+
+        /* Its timer (deadlines.c): filed in a class (enum m0_timer_class) of the loop's timers, at a
+         * deadline. Its link is on the context's `dead` once the connection is closed. */
+        struct m0_timer timer;
+        /* The deadline of the head or body being read (H2), 0 when none is; `read_cls` is
+         * M0_TIMER_HEAD or M0_TIMER_BODY. Kept apart from the timer, which may wait on output. */
+        uint64_t read_deadline;
+        uint8_t read_cls;
+
+        /* On the loop's run queue (D41): work left for a later turn, and the epoll events
+         * that turn is to handle. */
+        struct m0_task task;
+
+        /* When the loop times requests (M0_OBSERVE_*, D80): the time of the connection's last
+         * read, and of the read that brought the current request's first byte. */
+        uint64_t read_ns, t_start;
+
+        /* A server-sent event stream (S1): the connection parses nothing more. */
+        bool stream;
+        uint16_t nsubs;       /* the channels it follows (N1) */
+        struct m0_sub *subs;  /* on the loop's index (subs.h), one per channel */
+        uint64_t cursor;      /* the newest event id this stream has, sent or passed over */
+        uint64_t seq;         /* the bus's sequence when it began: later transient events are its */
+        uint64_t stamp;       /* the loop's delivery it was last offered a frame in */
+        struct m0_link slink; /* on loop->streams */
+        struct m0_treplay *treplay; /* waiting for its replay from the table (D95), or NULL */
+};
+
+/* A parser callback answered the request itself, then stopped the parser. */
+#define M0__ERR_ANSWERED (-1)
+
+/* ---- conn.c: lifetime, reads, writes ---- */
+
+/* Take accepted `fd` onto loop `l` (whose load and the host's count were raised for it). 0, or
+ * -ENOMEM after closing fd and lowering both. */
+int m0__conn_admit(struct m0_hctx *l, int fd);
+/* Handle epoll `events` for `c`, which is being served now (its slice of the turn began). */
+void m0__conn_event(struct m0_conn *c, uint32_t events);
+/* Its timer's deadline passed: 408, close, or the end of a linger or a drain grace. */
+void m0__conn_timer_fire(struct m0_conn *c);
+/* Close `c` now; it is freed after the turn (m0__conn_reap), or when its pool job returns. */
+void m0__conn_close(struct m0_conn *c);
+/* Free the connections closed during the last turn. */
+void m0__conn_reap(struct m0_hctx *l);
+/* The stop: every connection filed in a timer class finishes what it is answering, then closes
+ * (through its protocol's drain). */
+void m0__conn_stop_all(struct m0_hctx *l);
+/* The drain's bound: every connection still open is closed, and those cut mid-answer counted. */
+void m0__conn_cut_all(struct m0_hctx *l);
+/* Drain: close `c` now if it is idle and holds no unread byte; otherwise let it finish. */
+void m0__conn_stop(struct m0_conn *c);
+/* Send `len` bytes on `c` now, or keep them when the socket is full; a connection whose unsent
+ * bytes would pass max_output_bytes is closed instead (B2). 0, or -EPIPE when c is gone. */
+int m0__conn_send(struct m0_conn *c, const void *data, size_t len);
+/* Answer nothing more: close once the output is out. */
+void m0__conn_end(struct m0_conn *c);
+/* The answers queued in the loop's wbuf go out, and `c` goes on with the bytes it holds. */
+void m0__conn_resume(struct m0_conn *c);
+
+/* ---- deadlines.c: the connection's deadlines, filed in the loop's timer lists (D6, D53) ---- */
+
+/* File `c` under class `cls`, its deadline counted from now; M0_TIMER_NONE unfiles it. */
+void m0__timer_set(struct m0_conn *c, enum m0_timer_class cls);
+/* Take `c` out of its timer class, if it is in one. */
+void m0__timer_unlink(struct m0_conn *c);
+/* The head or body of class `cls` (M0_TIMER_HEAD, M0_TIMER_BODY) begins arriving now. */
+void m0__read_begin(struct m0_conn *c, enum m0_timer_class cls);
+/* Wait on the deadline of the message being read. */
+void m0__wait_read(struct m0_conn *c);
+/* Output the client has not taken: the write-stall bound counts from now, unless the message
+ * being read must be whole sooner. */
+void m0__wait_write(struct m0_conn *c);
+uint64_t m0__conn_deadline(const struct m0_conn *c);
+/* The connection after `c` in its timer class, or NULL. */
+struct m0_conn *m0__conn_timer_next(const struct m0_conn *c);
+
+/* ---- llhttp-driver.c: llhttp over the connection's bytes, and each request it completes ---- */
+
+/* Set up `c`'s parser with m0's callbacks (H1: no lenient flag). */
+void m0__parser_init(struct m0_conn *c);
+/* `c` is served now: it may run up to slice_requests requests before the loop turns to others. */
+void m0__slice_begin(struct m0_conn *c);
+/*
+ * Parse and answer what `base[pos..len)` holds. Returns how far parsing got. Stops early when
+ * the connection is closing, its answers pass max_output_bytes, or its slice of the turn is
+ * spent (the rest waits, unparsed).
+ */
+size_t m0__conn_parse(struct m0_conn *c, char *base, size_t len, size_t pos);
+
+/* ---- dispatch.c: the one path from a complete request to its answer ---- */
+
+/* What routing reads of a request (T1, Q5, Q6): its method and path, and its fields, from the
+ * loop's indexed request or, for a request with a body at headers-complete, from its head. */
+struct m0_rview {
+        int method; /* llhttp's number */
+        const char *path;
+        size_t path_len;
+        m0_req *req;      /* indexed: its fields through m0_req_header() */
+        const char *head; /* else the head m0__http_head_parse() accepted */
+        size_t head_len;
+};
+
+/* What a request is to get: its handler, or an answer of the host's. */
+struct m0_decision {
+        int status;     /* 0: run `fn`; else the host answers this (204, 400, 404, 405, 415) */
+        bool preflight; /* ... to a CORS preflight (Q5) */
+        bool blocking;  /* `fn` is M0_ROUTE_BLOCKING */
+        m0_handler_fn fn;
+        uint64_t body_limit; /* the body it may have (Q6) */
+        struct m0_match m;
+};
+
+/*
+ * Route request `v` (T1-T3) and decide what it gets (Q5; `has_body`: it has one, whose type
+ * is then checked). With `bind`, the route and its captures are bound into that request;
+ * without, the captures are only checked. The loop's thread.
+ */
+void m0__route_decide(const struct m0_host *h, const struct m0_rview *v, m0_req *bind,
+                      bool has_body, struct m0_decision *d);
+/* Queue the host's answer of `d` to `v` in the loop's wbuf: its Allow and CORS lines, through
+ * m0__res_error(); `conn` closing the connection closes it. */
+void m0__route_answer(struct m0_conn *c, const struct m0_rview *v, const struct m0_decision *d,
+                      bool is_head, enum m0_conn_mode conn);
+
+/* The request llhttp-driver.c just completed: route it, run its handler on the loop or hand it to the
+ * pool, and queue its answer in the loop's wbuf. */
+void m0__conn_dispatch(struct m0_conn *c);
+/* Refuse the request being read with `status`, Connection: close, and read no further. */
+void m0__conn_refuse(struct m0_conn *c, int status);
+/* The loop's side of a pool job: it came back through the mailbox with its answer. */
+void m0__conn_job_done(struct m0_job *job);
+/* A job that came back to a loop that is gone: free it, and its connection if that was closed. */
+void m0__job_discard(struct m0_job *job);
+
+#endif /* M0_CONN_H */

@@ -1,0 +1,495 @@
+/* SPDX-License-Identifier: MIT */
+/* dispatch.c: the one path from a request to its answer: route it (T1-T3, Q5, Q6), then run its
+ * handler on the loop or hand it to the pool, or make the host's own answer; and queue what it
+ * answered (H4, H7, P1, S1, H6, X1). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "conn.h"
+#include "crash.h"
+#include "error.h"
+#include "host.h"
+#include "head-checks.h"
+#include "log.h"
+#include "route.h"
+#include "sse.h"
+
+/* ---- what a request is to get ---- */
+
+static const char *field(const struct m0_rview *v, const char *name, size_t *ret_len)
+{
+        if (!v->req)
+                return m0__head_field(v->head, v->head_len, name, ret_len);
+        const char *s = m0_req_header(v->req, name);
+        *ret_len = s ? strlen(s) : 0;
+        return s;
+}
+
+/*
+ * Whether the Content-Type `v` (n bytes; NULL when absent) is route r's media type: the same
+ * type, parameters aside, case-insensitive, or, when its subtype is a structured syntax suffix,
+ * one with that suffix (RFC 6839: "application/merge-patch+json" for "application/json").
+ */
+static bool ctype_ok(const struct m0_croute *r, const char *v, size_t n)
+{
+        if (!v)
+                return false;
+        size_t t = 0;
+        while (t < n && v[t] != ';')
+                t++;
+        while (t && (v[t - 1] == ' ' || v[t - 1] == '\t'))
+                t--;
+        if (t == r->ctype_len && strncasecmp(v, r->ctype, t) == 0)
+                return true;
+        const char *slash = memchr(r->ctype, '/', r->ctype_len);
+        size_t tl = (size_t)(slash - r->ctype) + 1; /* "application/" */
+        size_t sl = r->ctype_len - tl;              /* "json" */
+        return m0__media_suffix(slash + 1, sl) && t > tl + sl + 1 &&
+               strncasecmp(v, r->ctype, tl) == 0 && v[t - sl - 1] == '+' &&
+               strncasecmp(v + t - sl, slash + 1, sl) == 0;
+}
+
+/* The route that matched: its captures bound (or, before the head is indexed, checked), its
+ * body's type checked when it has one. */
+static void decide_route(const struct m0_rview *v, m0_req *bind, bool has_body,
+                         struct m0_decision *d)
+{
+        const struct m0_croute *r = d->m.route;
+        d->body_limit = r->max_body;
+        int b = 0;
+        if (r->nparams)
+                b = m0__req_bind(bind, v->path, &d->m);
+        else if (bind) {
+                bind->route = r;
+                bind->nparams = 0;
+        }
+        if (b < 0) {
+                d->status = b == -EINVAL ? 400 : 503;
+                return;
+        }
+        if (has_body && r->ctype) {
+                size_t n = 0;
+                const char *ct = field(v, "content-type", &n);
+                if (!ctype_ok(r, ct, n)) {
+                        d->status = 415;
+                        return;
+                }
+        }
+        d->fn = r->def->handler;
+        d->blocking = r->blocking;
+}
+
+/* The requests routing does not find in the table: the asterisk-form, and CORS preflights. */
+static bool decide_special(const struct m0_host *h, const struct m0_rview *v, struct m0_decision *d)
+{
+        size_t n;
+        if (v->path_len == 1 && v->path[0] == '*') {
+                /* The asterisk-form is OPTIONS's alone (RFC 9112 3.2.4): the app's methods. */
+                d->m.route = NULL;
+                d->m.path_known = false;
+                d->m.nparams = 0;
+                d->m.allow = h->router.methods;
+                d->status = v->method == HTTP_OPTIONS ? 204 : 400;
+                return true;
+        }
+        if (!field(v, "origin", &n) || !field(v, "access-control-request-method", &n))
+                return false;
+        /* Q5: a preflight is the host's to answer, for a path some route takes. */
+        m0__router_match(&h->router, -1, v->path, v->path_len, &d->m);
+        if (!d->m.path_known)
+                return false;
+        d->status = 204;
+        d->preflight = true;
+        return true;
+}
+
+/* What is not a route without captures: captures, a body's type, 405, dispatch, 404. */
+static void decide_rest(const struct m0_host *h, const struct m0_rview *v, m0_req *bind,
+                        bool has_body, struct m0_decision *d)
+{
+        if (d->m.route) {
+                decide_route(v, bind, has_body, d);
+        } else if (d->m.path_known) {
+                /* T2: a path of other methods is 405 whatever dispatch is; OPTIONS says them. */
+                d->status = v->method == HTTP_OPTIONS ? 204 : 405;
+        } else if (h->app->dispatch) {
+                d->fn = h->app->dispatch;
+        } else {
+                d->status = 404;
+        }
+}
+
+void m0__route_decide(const struct m0_host *h, const struct m0_rview *v, m0_req *bind,
+                      bool has_body, struct m0_decision *d)
+{
+        d->status = 0;
+        d->preflight = false;
+        d->blocking = false;
+        d->fn = NULL;
+        d->body_limit = h->cfg.max_body_bytes;
+        if (bind)
+                bind->route = NULL;
+        if (v->path[0] == '*' || (h->cors.on && v->method == HTTP_OPTIONS))
+                if (decide_special(h, v, d))
+                        return;
+        m0__router_match(&h->router, v->method, v->path, v->path_len, &d->m);
+        const struct m0_croute *r = d->m.route;
+        if (r && !r->nparams && !(has_body && r->ctype)) {
+                /* the common case, kept short: an exact route taking the method */
+                if (bind) {
+                        bind->route = r;
+                        bind->nparams = 0;
+                }
+                d->fn = r->def->handler;
+                d->blocking = r->blocking;
+                d->body_limit = r->max_body;
+                return;
+        }
+        decide_rest(h, v, bind, has_body, d);
+}
+
+/* ---- routing's own answer, and what every answer leaves behind ---- */
+
+/* What an answer leaves behind (O1, O2), when the metrics or the access log watch: its count,
+ * its duration, its line or journal entry. */
+static void note(struct m0_conn *c, enum m0_answer_kind kind, const m0_req *req, int status,
+                 size_t bytes, size_t body_len, bool on_pool)
+{
+        m0__request_done(c, &(struct m0_access){.kind = kind,
+                                                .method = req->method,
+                                                .method_len = strlen(req->method),
+                                                .path = req->path,
+                                                .path_len = req->path_len,
+                                                .status = status,
+                                                .bytes = bytes,
+                                                .body_len = body_len,
+                                                .on_pool = on_pool});
+}
+
+/* What the host's answer to `d` says of it beyond its status's own sentence, or NULL. */
+static const char *route_detail(const struct m0_decision *d, char *buf, size_t len)
+{
+        const struct m0_croute *r = d->m.route;
+        if (r && d->status == 415 && r->ctype) {
+                m0__error_media_detail(r->ctype, r->ctype_len, buf, len);
+                return buf;
+        }
+        if (r && d->status == 400)
+                return "a capture of the path is not valid: a malformed escape, %00, %2F in one "
+                       "segment, a \".\" or \"..\" segment, or a \"/\" at its start";
+        return NULL;
+}
+
+void m0__route_answer(struct m0_conn *c, const struct m0_rview *v, const struct m0_decision *d,
+                      bool is_head, enum m0_conn_mode conn)
+{
+        struct m0_hctx *l = c->loop;
+        const struct m0_host *h = l->host;
+        struct m0_buf lines = {0};
+        char allow[512], detail[256];
+        size_t body_len = 0;
+        int r = 0;
+        m0__router_allow(&h->router, d->m.allow, allow, sizeof(allow));
+        if (d->status == 405 || d->status == 204)
+                r = m0__buf_printf(&lines, "Allow: %s\r\n", allow);
+        if (r == 0 && h->cors.on) {
+                size_t on = 0, hn = 0;
+                const char *origin = field(v, "origin", &on);
+                if (d->preflight) {
+                        const char *rh = field(v, "access-control-request-headers", &hn);
+                        r = m0__cors_preflight(&h->cors, origin, on, allow, rh, hn, &lines);
+                } else
+                        r = m0__cors_answer(&h->cors, origin, on, &lines);
+        }
+        struct m0_host_answer a = {
+                .status = r == 0 ? d->status : 503,
+                .conn = r == 0 ? conn : M0__CONN_CLOSE,
+                .head_only = is_head,
+                .headers = lines.data,
+                .headers_len = r == 0 ? lines.len : 0,
+                .detail = r == 0 ? route_detail(d, detail, sizeof(detail)) : NULL,
+                .req = v->req,
+                .ret_body_len = &body_len,
+        };
+        size_t mark = l->wbuf.len;
+        if (m0__res_error(l, &a, &l->wbuf) < 0 || a.conn == M0__CONN_CLOSE)
+                c->closing = true;
+        m0__buf_free(&lines);
+        /* Routing's answer to a whole request is counted and logged as a handler's (O1, O2);
+         * one made before the body, which closes the connection, as a refusal. */
+        if (!v->req)
+                m0__request_refused(c, a.status, l->wbuf.len - mark);
+        else if (l->observe || h->cfg.access_log == M0_ACCESS_LINE)
+                note(c, M0_ANSWER_HANDLER, v->req, a.status, l->wbuf.len - mark, body_len, false);
+}
+
+/* ---- the answer of a handler ---- */
+
+/*
+ * Queue the answer `res` to `req` in the loop's wbuf, for a loop or a pool handler alike: the
+ * stream's head for a HEAD on a stream route (H6), else the serialized response; a response
+ * that cannot be serialized is a 500. `conn`: what the answer says of the connection; a drain
+ * that began meanwhile still closes it (X1).
+ */
+static void answer(struct m0_conn *c, m0_req *req, m0_res *res, bool is_head,
+                   enum m0_conn_mode conn, bool on_pool)
+{
+        struct m0_hctx *l = c->loop;
+        struct m0_host *h = l->host;
+        if (atomic_load_explicit(&h->stopping, memory_order_relaxed))
+                conn = M0__CONN_CLOSE;
+        size_t mark = l->wbuf.len;
+        int r = 0;
+        if (h->cors.on) {
+                const char *origin = m0_req_header(req, "origin");
+                r = m0__cors_answer(&h->cors, origin, origin ? strlen(origin) : 0, &res->head);
+        }
+        if (r == 0)
+                r = res->stream ? m0__sse_head(l, res, conn == M0__CONN_CLOSE, &l->wbuf)
+                                : m0__res_serialize(l, res, is_head, conn, &l->wbuf);
+        size_t body_len = res->body.len;
+        if (r < 0) {
+                l->wbuf.len = mark; /* no half-written head goes out before the 500 */
+                struct m0_buf lines = {0};
+                if (h->cors.on) {
+                        const char *origin = m0_req_header(req, "origin");
+                        if (m0__cors_answer(&h->cors, origin, origin ? strlen(origin) : 0, &lines) <
+                            0)
+                                lines.len = 0;
+                }
+                struct m0_host_answer a = {.status = 500,
+                                           .conn = M0__CONN_CLOSE,
+                                           .head_only = is_head,
+                                           .headers = lines.data,
+                                           .headers_len = lines.len,
+                                           .req = req,
+                                           .ret_body_len = &body_len};
+                (void)m0__res_error(l, &a, &l->wbuf);
+                m0__buf_free(&lines);
+                conn = M0__CONN_CLOSE;
+        }
+        if (l->observe || h->cfg.access_log == M0_ACCESS_LINE)
+                note(c, M0_ANSWER_HANDLER, req, r < 0 ? 500 : res->status, l->wbuf.len - mark,
+                     body_len, on_pool);
+        if (conn == M0__CONN_CLOSE)
+                c->closing = true;
+}
+
+/* A stream begins (S1): its head, `: open` and its replay, counted as its request's answer. */
+static void begin_stream(struct m0_conn *c, const m0_req *req, const m0_res *res)
+{
+        struct m0_hctx *l = c->loop;
+        size_t mark = l->wbuf.len;
+        m0__sse_begin(c, req, res);
+        if (l->observe)
+                note(c, M0_ANSWER_STREAM, req, 200, l->wbuf.len - mark, 0, false);
+}
+
+/* Hand the request to the loop's pool (P1). False when there is no memory for the job: it is
+ * then answered on the loop rather than not at all. */
+static bool to_pool(struct m0_conn *c, const m0_req *req, m0_handler_fn fn, bool is_head,
+                    enum m0_conn_mode conn)
+{
+        struct m0_job *job = m0__job_new(c, req);
+        if (!job)
+                return false;
+        job->fn = fn;
+        job->loop = c->loop;
+        job->is_head = is_head;
+        job->conn_mode = conn;
+        c->busy = true;
+        m0__timer_unlink(c);
+        m0__pool_submit(&c->loop->pool, job);
+        return true;
+}
+
+/* Run `fn` on the loop and queue its answer, or begin its stream. */
+static void run_here(struct m0_conn *c, m0_req *req, m0_handler_fn fn, bool is_head,
+                     enum m0_conn_mode conn)
+{
+        struct m0_hctx *l = c->loop;
+        struct m0_host *h = l->host;
+        m0__res_reset(&l->res);
+        m0__thread_request_set(h, req->method, req->path);
+        m0__app_run(h->app, fn, req, &l->res, l->thread.state);
+        m0__thread_request_set(h, NULL, NULL);
+        if (!l->res.stream || is_head) {
+                answer(c, req, &l->res, is_head, conn, false);
+                return;
+        }
+        if (h->cors.on) {
+                const char *origin = m0_req_header(req, "origin");
+                if (m0__cors_answer(&h->cors, origin, origin ? strlen(origin) : 0, &l->res.head) <
+                    0) {
+                        m0__conn_refuse(c, 503);
+                        return;
+                }
+        }
+        begin_stream(c, req, &l->res);
+}
+
+void m0__conn_dispatch(struct m0_conn *c)
+{
+        struct m0_hctx *l = c->loop;
+        struct m0_host *h = l->host;
+        struct m0_req *req = &l->req;
+        size_t hl;
+        char *head = (char *)l->cur_base + c->req_off;
+        int st = c->indexed ? 0 : m0__http_head_parse(head, c->head_len, &h->cfg, req, &hl);
+        c->indexed = true; /* a refusal below reads what the walk cut */
+        bool is_head = c->parser.method == HTTP_HEAD;
+        c->nreq++;
+        l->requests++;
+        bool keep = llhttp_should_keep_alive(&c->parser) && !c->closing &&
+                    (h->cfg.max_keepalive_requests == 0 || c->nreq < h->cfg.max_keepalive_requests);
+        if (st) {
+                /* checked at headers-complete already; a second walk cannot disagree */
+                m0__conn_refuse(c, st);
+                return;
+        }
+        req->body = c->body.data ? c->body.data : "";
+        req->body_len = c->body.len;
+        req->loop = l->index;
+        req->thread = -1;
+        /* H7: an HTTP/1.0 connection is kept only when it asked, and then says so. */
+        enum m0_conn_mode conn = !keep                       ? M0__CONN_CLOSE
+                                 : c->parser.http_minor == 0 ? M0__CONN_KEEP_ALIVE
+                                                             : M0__CONN_KEEP;
+        struct m0_rview v = {.method = c->parser.method,
+                             .path = req->path,
+                             .path_len = req->path_len,
+                             .req = req};
+        struct m0_decision d;
+        m0__route_decide(h, &v, req, c->routed, &d);
+        if (d.status)
+                m0__route_answer(c, &v, &d, is_head,
+                                 atomic_load_explicit(&h->stopping, memory_order_relaxed)
+                                         ? M0__CONN_CLOSE
+                                         : conn);
+        else if (!d.blocking || l->pool.nthreads == 0 || !to_pool(c, req, d.fn, is_head, conn))
+                run_here(c, req, d.fn, is_head, conn);
+        /* A large body's buffer is not kept for the next request. */
+        if (c->body.cap > 64 * 1024)
+                m0__buf_free(&c->body);
+        c->body.len = 0;
+        c->indexed = false;
+}
+
+/*
+ * The bytes of the request being refused that the parser took, from its first byte on: the
+ * head so far, or the whole head once it is complete (the body's bytes may follow it; the
+ * head's fields end at its empty line). Past an error in the head, only what came before the
+ * error. 0 when none of it is known: between requests (bytes held unparsed are no request yet),
+ * or its bytes were let go.
+ */
+static size_t refused_head(const struct m0_conn *c, const char **ret)
+{
+        const struct m0_hctx *l = c->loop;
+        bool parsing = l->cur_conn == c;
+        const char *base = parsing ? l->cur_base : c->rbuf;
+        size_t end = parsing ? l->cur_len : c->rlen;
+        if (c->phase == PH_IDLE || !c->req_started || !base)
+                return 0;
+        if (c->phase == PH_HEAD && llhttp_get_errno(&c->parser) != HPE_OK) {
+                const char *at = llhttp_get_error_pos(&c->parser);
+                end = at && at >= base ? (size_t)(at - base) : 0;
+        }
+        if (end <= c->req_off)
+                return 0;
+        *ret = base + c->req_off;
+        return end - c->req_off;
+}
+
+/* The Origin field of a refused request's head `h` (n bytes), when its line is whole: a value
+ * the head is cut inside, or whose line does not end in CRLF, is no origin. */
+static const char *refused_origin(const char *h, size_t n, size_t *ret_len)
+{
+        size_t vn = 0;
+        const char *v = m0__head_field(h, n, "origin", &vn);
+        if (!v)
+                return NULL;
+        const char *e = v + vn, *end = h + n;
+        while (e < end && (*e == ' ' || *e == '\t'))
+                e++;
+        if (end - e < 2 || e[0] != '\r' || e[1] != '\n')
+                return NULL;
+        *ret_len = vn;
+        return v;
+}
+
+/*
+ * Refuse the request being read (H2, H3, Q4, Q5) with what of it is known: a HEAD's refusal is
+ * its head alone (RFC 9110 9.3.2, D100), and an app with CORS gets the lines of Q5 for the
+ * Origin field read (D101). Once the head has been walked into the loop's request (c->indexed)
+ * the method is llhttp's and the fields are the ones the walk cut before it stopped; before
+ * that, both come from the bytes the parser took. A refusal before the method is whole, or
+ * before the Origin line is (a head cut or refused ahead of it), cannot know them: the answer
+ * is then a GET's, without the Origin's lines, which is all the bytes allow.
+ */
+void m0__conn_refuse(struct m0_conn *c, int status)
+{
+        struct m0_hctx *l = c->loop;
+        const struct m0_host *h = l->host;
+        struct m0_buf lines = {0};
+        const char *head = NULL;
+        size_t n = refused_head(c, &head);
+        bool walked = n && c->indexed;
+        struct m0_host_answer a = {
+                .status = status,
+                .conn = M0__CONN_CLOSE,
+                .head_only = walked ? c->parser.method == HTTP_HEAD
+                                    : n >= 5 && memcmp(head, "HEAD ", 5) == 0,
+        };
+        int r = 0;
+        if (status == 405) {
+                /* CONNECT (RFC 9110 9.3.6): the app's methods, as for OPTIONS * */
+                char allow[512];
+                m0__router_allow(&h->router, h->router.methods, allow, sizeof(allow));
+                r = m0__buf_printf(&lines, "Allow: %s\r\n", allow);
+        }
+        if (r == 0 && h->cors.on && n) {
+                size_t on = 0;
+                const char *origin = NULL;
+                if (walked && l->req.nheaders) {
+                        origin = m0_req_header(&l->req, "origin");
+                        on = origin ? strlen(origin) : 0;
+                } else {
+                        origin = refused_origin(head, n, &on);
+                }
+                r = m0__cors_answer(&h->cors, origin, on, &lines);
+        }
+        a.headers = lines.data;
+        a.headers_len = r == 0 ? lines.len : 0;
+        size_t mark = l->wbuf.len;
+        (void)m0__res_error(l, &a, &l->wbuf);
+        m0__buf_free(&lines);
+        m0__request_refused(c, status, l->wbuf.len - mark);
+        c->closing = true;
+}
+
+void m0__conn_job_done(struct m0_job *job)
+{
+        struct m0_conn *c = job->conn;
+        if (c->tr.fd < 0) {
+                /* closed while the pool worked: nobody to answer */
+                m0__job_free(job);
+                free(c);
+                return;
+        }
+        c->busy = false;
+        m0__slice_begin(c);
+        if (c->loop->observe & M0_OBSERVE_METRICS)
+                m0__histogram_note(&c->loop->stats.job, job->run_us);
+        answer(c, &job->req, &job->res, job->is_head, job->conn_mode, true);
+        m0__job_free(job);
+        m0__conn_resume(c);
+}
+
+void m0__job_discard(struct m0_job *job)
+{
+        if (job->conn->tr.fd < 0)
+                free(job->conn);
+        m0__job_free(job);
+}

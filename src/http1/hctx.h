@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: MIT */
+/* hctx.h: hctx.c, a loop's HTTP context (LY1): the HTTP state kept beside the event loop (the
+ * request in flight, the output buffer, the connections' timer classes, the streams and the
+ * channels they follow, the pool, the access log's journal and the counters), and the thread
+ * that runs the two. The event loop (loop.h) knows none of it: this context registers its
+ * descriptors, timers and tasks there with callbacks, and the loop's hooks. */
+#ifndef M0_HCTX_H
+#define M0_HCTX_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "accesslog.h"
+#include "buf.h"
+#include "list.h"
+#include "loop.h"
+#include "metrics.h"
+#include "pool.h"
+#include "request.h"
+#include "response.h"
+#include "subs.h"
+#include "thread.h"
+
+struct m0_host;
+struct m0_conn;
+struct m0_hctx;
+
+/* The classes of a connection's timer (D6), each a FIFO of the loop's in deadline order. */
+enum m0_timer_class {
+        M0_TIMER_NONE = 0,
+        M0_TIMER_IDLE,   /* between requests: idle_timeout_ms */
+        M0_TIMER_HEAD,   /* reading a head: header_timeout_ms */
+        M0_TIMER_BODY,   /* reading a body: body_timeout_ms */
+        M0_TIMER_WRITE,  /* output blocked: idle_timeout_ms since last progress */
+        M0_TIMER_DRAIN,  /* idle when the stop came: a request on its way is still answered */
+        M0_TIMER_LINGER, /* closing: drain the client's bytes for a while */
+        M0_TIMER_N,
+};
+_Static_assert(M0_TIMER_N <= M0_TIMER_CLASSES, "the loop keeps M0_TIMER_CLASSES classes");
+
+/* struct m0_hctx's `observe` bits. */
+#define M0_OBSERVE_METRICS 1u /* a metrics listener is set up: count for the scrape */
+#define M0_OBSERVE_JOURNAL 2u /* M0_ACCESS_LOG=journal: an entry per request */
+
+/* One of the loop's copies of a listener. */
+struct m0_lcopy {
+        struct m0_io io;
+        int fd;
+        struct m0_hctx *ctx;
+};
+
+struct m0_hctx {
+        struct m0_loop loop; /* the event loop, which knows nothing of what follows */
+        struct m0_host *host;
+        int index;
+        struct m0_thread thread; /* its state is the app's handler state for this loop */
+
+        /* Connections this loop holds or has been promised (a hand-off on its way): the load
+         * accept sharing balances. Written by any accepting loop, read by all. */
+        atomic_uint load;
+        /* Counters, written by this loop only (m0__count), read at exit and by the metrics. */
+        m0_counter passed;   /* connections this loop accepted and handed to another */
+        m0_counter received; /* connections handed to this loop by another */
+        m0_counter accepted; /* connections this loop accepted itself and kept */
+        uint64_t requests;
+        m0_counter refused_conns; /* closed at once: over max_connections or no fd left */
+        /* What the metrics and the access log need (O1, O2): M0_OBSERVE_* bits, fixed at
+         * build; requests are timed when any is set. */
+        uint8_t observe;
+        struct m0_loop_stats stats; /* counted while M0_OBSERVE_METRICS is set */
+        struct m0_journal journal;  /* M0_OBSERVE_JOURNAL: entries on their way to journald */
+        struct m0_io journal_io;    /* its socket, writable again (D81) */
+
+        struct m0_lcopy *listeners; /* this loop's copies of the listeners */
+        size_t nlisten;
+        int reserve_fd; /* spare fd, given up to shed a connection on EMFILE */
+
+        bool stopping;
+        bool failed;
+        uint64_t drain_deadline_ms; /* set at the stop: connections left past it are cut */
+        m0_counter cut;             /* connections cut at the drain's bound */
+        uint64_t next_tick_ms;
+
+        struct m0_list dead; /* closed during this turn; freed after it (events may name them) */
+        uint32_t slice_left; /* requests the connection being served may still run */
+        /* The buffer llhttp is parsing now, and whose: callbacks turn pointers into offsets. */
+        const char *cur_base;
+        size_t cur_len;
+        const struct m0_conn *cur_conn; /* NULL between parses */
+        struct m0_buf wbuf;  /* responses of the connection being served, written in one go */
+        char keep_alive[40]; /* "Keep-Alive: timeout=60\r\n": what a kept answer says (D111) */
+        size_t keep_alive_len;
+
+        struct m0_pool pool;
+
+        /* streams (S1), the channels they follow (N5) and the bus's queue (B1, D44) */
+        struct m0_list streams;     /* of m0_conn, by their stream link */
+        struct m0_subs subs;        /* channel -> the streams that follow it */
+        uint64_t deliver_stamp;     /* one per frame delivered: a stream is offered it once */
+        atomic_bool bus_pending;    /* set by a publisher, cleared by the loop (wakes on 0→1) */
+        struct m0_task frames_task; /* frames left in the loop's channel: their place (D85) */
+        m0_counter chan_refused;    /* frames this loop's channel refused, being full (B2) */
+        uint64_t chan_dropped;      /* transient frames it refused */
+        uint64_t replays_ahead;     /* streams whose Last-Event-ID was past the newest id (N3) */
+        uint64_t ahead_logged_ms;
+        m0_counter chan_closed;    /* streams closed because their loop's channel was full */
+        uint64_t chan_logged_ms;   /* when a full channel was last logged */
+        m0_counter streams_cut;    /* streams closed because their backlog passed its bound */
+        m0_counter streams_unread; /* streams closed at the stop with frames their client had
+                                      not taken */
+        uint64_t next_heartbeat_ms;
+
+        /* The request the loop is serving, read by the watchdog; kept only when it is on. */
+        pthread_mutex_t cur_lock;
+        char cur[160];
+
+        struct m0_req req;
+        struct m0_res res;
+        char *rscratch; /* read buffer shared by the loop's connections between requests */
+        size_t rscratch_cap;
+};
+
+/* The context of the loop `l` serves HTTP on. */
+static inline struct m0_hctx *m0__hctx_of(struct m0_loop *l)
+{
+        return (struct m0_hctx *)(void *)((char *)l - offsetof(struct m0_hctx, loop));
+}
+
+/*
+ * Make `x` loop `index` of `h` with nothing acquired yet: every descriptor -1, its locks and its
+ * thread record set up. It cannot fail, and m0__hctx_destroy() is safe on it from here on, so the
+ * host prepares every loop before it builds any.
+ */
+void m0__hctx_prepare(struct m0_hctx *x, struct m0_host *h, int index);
+/* Acquire what a prepared loop serves with: its pool, epoll set, mailbox, listener copies and
+ * buffers. 0, or -errno with whatever was acquired left for m0__hctx_destroy(). */
+int m0__hctx_build(struct m0_hctx *x);
+/* Both, for a loop on its own (the unit tests). */
+int m0__hctx_init(struct m0_hctx *x, struct m0_host *h, int index);
+/* Free what a prepared context holds, whether m0__hctx_build() finished, failed or never ran. */
+void m0__hctx_destroy(struct m0_hctx *x);
+/* The loop's thread body; `arg` is its struct m0_hctx. */
+void *m0__hctx_main(void *arg);
+/* One turn of `x`'s loop, waiting at most `timeout_ms` (the unit tests drive a loop so). */
+int m0__hctx_run_once(struct m0_hctx *x, int timeout_ms);
+/* Post the stop to loop `x` (any thread). 0 or -errno. */
+int m0__hctx_post_stop(struct m0_hctx *x);
+/* Deliver what a publish flagged for the loop's streams (D44), a turn's worth (D85). */
+void m0__hctx_deliver_pending(struct m0_hctx *x);
+/* Copy the request loop `x` is serving ("GET /slow"), "" when none. Any thread. */
+void m0__loop_request_get(struct m0_hctx *x, char *out, size_t len);
+
+#endif /* M0_HCTX_H */

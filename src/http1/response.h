@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/* response.h: response.c, the response builder apps fill and its serialization on the wire
+ * (H4, H5). */
+#ifndef M0_RESPONSE_H
+#define M0_RESPONSE_H
+
+#include <stdbool.h>
+
+#include "buf.h"
+#include "m0.h"
+
+struct m0_hctx;
+
+struct m0_res {
+        bool stream;         /* m0_res_stream() or m0_res_subscribe() was called on a loop */
+        uint16_t nchans;     /* channels the stream follows (N1) */
+        struct m0_buf chans; /* their names, each NUL-terminated, in the order given */
+        bool stream_refused; /* ... or on a pool thread (P2: 409) */
+        bool on_pool;
+        int status;
+        struct m0_buf head; /* "name: value\r\n" lines the app added */
+        unsigned nheaders;
+        struct m0_buf body;
+        bool no_compress; /* m0_res_no_compress(): the body goes as it is (SF4, D183) */
+};
+
+/* What an answer says of its connection (H1, H7). */
+enum m0_conn_mode {
+        M0__CONN_KEEP = 0,   /* HTTP/1.1 keep-alive: Keep-Alive: timeout=N alone (D111) */
+        M0__CONN_CLOSE,      /* Connection: close */
+        M0__CONN_KEEP_ALIVE, /* an HTTP/1.0 connection kept: Connection: keep-alive */
+};
+
+void m0__res_reset(struct m0_res *res);
+/* The Keep-Alive line a kept answer of `l` carries for an idle timeout of `idle_ms` (D111):
+ * its whole seconds, rounded down, so that a client retires the connection before m0 does. */
+void m0__res_keep_alive(struct m0_hctx *l, uint32_t idle_ms);
+/* Serialize status line, host headers, app headers and (unless head_only) the body into out;
+ * a kept answer carries l's Keep-Alive line. */
+int m0__res_serialize(struct m0_hctx *l, const struct m0_res *res, bool head_only,
+                      enum m0_conn_mode conn, struct m0_buf *out);
+const char *m0__status_reason(int status);
+
+#endif /* M0_RESPONSE_H */

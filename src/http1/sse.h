@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/* sse.h: sse.c, server-sent event streams on a loop: the head, the channels they follow, replay
+ * after Last-Event-ID, live frames, heartbeats and the farewell (S1, H6, H9, N1-N5, B2, X1). */
+#ifndef M0_SSE_H
+#define M0_SSE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "m0.h"
+
+struct m0_buf;
+struct m0_conn;
+struct m0_hctx;
+struct m0_treplay;
+
+/* A stream's head (status line, the host's and the app's headers, the blank line) into `w`;
+ * `close` adds Connection: close. Alone, it answers a HEAD on a stream route (H6). */
+int m0__sse_head(struct m0_hctx *l, const m0_res *res, bool close, struct m0_buf *w);
+/* After the handler called m0_res_stream() or m0_res_subscribe(): the stream's head and first
+ * bytes, its channels in the loop's index, the replay. */
+void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res);
+/* A stream's replay is the shared bus's table's (G4, D95): ask it; until the answer comes the
+ * live frames for `c` are held. 0, or -errno (the stream is to end). */
+int m0__sse_ask_table(struct m0_conn *c, uint64_t after);
+/* The table's answer, or a backfill's (a message handled by replay_back): the backfill's events, the rows, then
+ * what was held, then live; `t` is freed. */
+void m0__sse_replayed(struct m0_hctx *l, struct m0_treplay *t);
+/* A stream's backfill (AP2): `app`'s backfill for each of t's gaps, with `state` (the calling
+ * thread's handler state), into t->pre; then `t` is posted to its loop in a message handled by t->back. A pool
+ * thread of that loop, or the loop itself. */
+void m0__sse_backfill(const m0_app *app, struct m0_treplay *t, void *state);
+/* A publish woke this loop: deliver the new frames to its streams, a take of them (up to 64) per
+ * item of the turn (D85). True when the turn ran out with frames still waiting. */
+bool m0__sse_deliver(struct m0_hctx *l);
+void m0__sse_heartbeat(struct m0_hctx *l);
+/* The drain: ": bye" to every stream, then close. */
+void m0__sse_farewell(struct m0_hctx *l);
+/* `c` stops being one of its loop's streams (it is closing). */
+void m0__sse_unlink(struct m0_conn *c);
+/* The bus's wake-up (any thread): flag each loop of `mask` once, and poke its mailbox. */
+void m0__bus_wake_loops(void *ud, const uint64_t *mask);
+
+#endif /* M0_SSE_H */
