@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* pgbus-private.h: what the bus thread's files (pgbus.c, pgbus-sql.c, pgbus-text.c) share. */
+/* pgbus-private.h: what the bus thread's files (pgbus.c, pgbus-calls.c, pgbus-sql.c, pgbus-text.c) share. */
 #ifndef M0_PGBUS_PRIVATE_H
 #define M0_PGBUS_PRIVATE_H
 
@@ -168,6 +168,9 @@ void m0__pgbus_reason_of_attempt(char *out, size_t len, const char *msg, PGconn 
 int m0__pgbus_sql_literal(struct m0_buf *b, PGconn *pg, const char *s);
 
 /* ---- pgbus.c: the thread and its connections ---- */
+
+/* The bus thread's body; m0__pgbus_new() starts it with the bus as its argument. */
+void *m0__pgbus_main(void *arg);
 
 /* Send `sql` on `c` for step `st`; a failure fails the connection. */
 void m0__pgbus_conn_send(struct m0_pgbus *b, struct conn *c, enum step st, const char *sql);
