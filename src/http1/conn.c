@@ -252,6 +252,13 @@ static bool flush(struct m0_conn *c)
                 m0__turn_defer(&l->loop, &c->task, EPOLLIN);
                 return false;
         }
+        if (c->read_deadline && !l->stopping) {
+                /* Bytes came that began no request: the empty lines RFC 9112 lets a client send
+                 * before one. The head's deadline, begun with the first of them, still holds, so
+                 * a line every second keeps no connection past the header timeout (H2). */
+                m0__wait_read(c);
+                return false;
+        }
         m0__timer_set(c, M0_TIMER_IDLE);
         if (l->stopping)
                 stop_idle(c);

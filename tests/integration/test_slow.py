@@ -118,6 +118,33 @@ def test_H2_header_timeout_answers_408_and_closes():
         eq(s.connect().get("/health").status, 200, "a fresh connection after the 408s")
 
 
+def test_H2_empty_lines_before_a_request_count_against_the_header_timeout():
+    """RFC 9112 lets a client send empty lines before a request line; they are the head's first
+    bytes all the same: a CRLF every 100 ms gets the 408 at the header timeout, not a new idle
+    bound at each line (which kept such a connection open for ever)."""
+    with Server("host_check", args=["--header-timeout-ms", "300", "--idle-timeout-ms", "3000"]) as s:
+        s.wait_ready()
+        c = s.connect()
+        t0 = time.monotonic()
+        for _ in range(40):
+            try:
+                c.send(b"\r\n")
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            if not c.nothing_within(0.1):
+                break
+        r = c.read_response(timeout=5)
+        dt = time.monotonic() - t0
+        eq(r.status, 408, "empty lines only: status")
+        eq(r.header("Connection"), "close", "empty lines only: Connection")
+        c.expect_eof(timeout=2)
+        check(0.25 <= dt <= 1.3, f"empty lines: 408 after {dt:.3f}s, expected about 0.3s")
+        # A request after a few empty lines, within the bound, is answered as ever.
+        c = s.connect()
+        c.send(b"\r\n\r\n")
+        eq(c.get("/health").status, 200, "a request behind two empty lines")
+
+
 def test_H2_idle_connection_closed_silently():
     with Server("host_check", args=["--idle-timeout-ms", "500"]) as s:
         s.wait_ready()
