@@ -277,6 +277,17 @@ static int load_crt(struct m0_tls_loaded *l, const struct pair *p, char *err, si
                              "renew the certificate and put the new one in its place",
                              "%s expired at %s (subject %.200s)", who, when, c->subject);
         }
+        if (X509_cmp_current_time(X509_get0_notBefore(l->leaf)) > 0) {
+                /* Every client refuses it until then: serving it would be serving nothing. */
+                char when[32];
+                time_t nb = (time_t)asn1_seconds(X509_get0_notBefore(l->leaf));
+                struct tm tm;
+                strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&nb, &tm));
+                return failf(err, err_len, fix, fix_len,
+                             "put a certificate valid now in its place, or check this machine's "
+                             "clock",
+                             "%s is not valid before %s (subject %.200s)", who, when, c->subject);
+        }
         /* Each certificate of the chain must have issued the one before it (TL3). */
         X509 *child = l->leaf;
         for (int i = 0; i < sk_X509_num(l->chain); i++) {

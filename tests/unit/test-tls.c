@@ -462,6 +462,28 @@ START_TEST(TL3_expired)
 }
 END_TEST
 
+START_TEST(TL3_not_yet_valid)
+{
+        struct m0_tls *t = NULL;
+        X509 *x = cert("new.test", "DNS:new.test", ec_key, ca, ca_key, DAY, 10 * DAY, false);
+        write_crt("new.crt", x, NULL);
+        write_key("new.key", ec_key);
+        char when[32];
+        struct tm tm;
+        ASN1_TIME_to_tm(X509_get0_notBefore(x), &tm);
+        time_t nb = timegm(&tm);
+        strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&nb, &tm));
+        X509_free(x);
+        ck_assert_int_eq(tls_env(&t, "new.crt", "new.key"), -EINVAL);
+        char want[600];
+        snprintf(want, sizeof(want),
+                 "M0_TLS_CERT=%s/new.crt is not valid before %s (subject CN=new.test)", dir, when);
+        ck_assert_str_eq(err, want);
+        ck_assert_str_eq(fix, "put a certificate valid now in its place, or check this machine's "
+                              "clock");
+}
+END_TEST
+
 START_TEST(TL3_broken_chain)
 {
         struct m0_tls *t = NULL;
@@ -981,6 +1003,7 @@ static Suite *suite(void)
         tcase_add_test(tc, TL3_malformed);
         tcase_add_test(tc, TL3_key_does_not_match);
         tcase_add_test(tc, TL3_expired);
+        tcase_add_test(tc, TL3_not_yet_valid);
         tcase_add_test(tc, TL3_broken_chain);
         tcase_add_test(tc, TL3_expiry_warning);
         tcase_add_test(tc, TL1_handshake_alpn_and_io);
