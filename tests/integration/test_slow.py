@@ -20,6 +20,28 @@ HEALTH = b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n"
 # ---- helpers ----
 
 
+def trickle_until_408(s, chunks, what):
+    """Send `chunks` one every 100 ms on a new connection of `s` (started with a 300 ms header
+    timeout) until an answer comes: it is a 408 with Connection: close, then EOF, about 0.3 s
+    after the first chunk (H2)."""
+    c = s.connect()
+    t0 = time.monotonic()
+    for chunk in chunks:
+        try:
+            c.send(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            break
+        if not c.nothing_within(0.1):
+            break
+    r = c.read_response(timeout=5)
+    dt = time.monotonic() - t0
+    eq(r.status, 408, f"{what}: status")
+    eq(r.header("Connection"), "close", f"{what}: Connection")
+    c.expect_eof(timeout=2)
+    check(0.25 <= dt <= 1.3, f"{what}: 408 after {dt:.3f}s, expected about 0.3s")
+
+
+
 def rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -100,21 +122,7 @@ def test_H2_header_timeout_answers_408_and_closes():
         check(0.25 <= dt <= 1.3, f"408 after {dt:.3f}s, expected about 0.3s")
 
         # The bound counts from the head's first byte: a byte every 100 ms does not extend it.
-        c = s.connect()
-        t0 = time.monotonic()
-        for ch in b"GET /health HTTP/1.1\r\n":
-            try:
-                c.send(bytes([ch]))
-            except (BrokenPipeError, ConnectionResetError):
-                break
-            if not c.nothing_within(0.1):
-                break
-        r = c.read_response(timeout=5)
-        dt = time.monotonic() - t0
-        eq(r.status, 408, "trickled head: status")
-        eq(r.header("Connection"), "close", "trickled head: Connection")
-        c.expect_eof(timeout=2)
-        check(0.25 <= dt <= 1.3, f"trickled head: 408 after {dt:.3f}s, expected about 0.3s")
+        trickle_until_408(s, [bytes([ch]) for ch in b"GET /health HTTP/1.1\r\n"], "trickled head")
         eq(s.connect().get("/health").status, 200, "a fresh connection after the 408s")
 
 
@@ -122,23 +130,10 @@ def test_H2_empty_lines_before_a_request_count_against_the_header_timeout():
     """RFC 9112 lets a client send empty lines before a request line; they are the head's first
     bytes all the same: a CRLF every 100 ms gets the 408 at the header timeout, not a new idle
     bound at each line (which kept such a connection open for ever)."""
-    with Server("host_check", args=["--header-timeout-ms", "300", "--idle-timeout-ms", "3000"]) as s:
+    with Server("host_check",
+                args=["--header-timeout-ms", "300", "--idle-timeout-ms", "3000"]) as s:
         s.wait_ready()
-        c = s.connect()
-        t0 = time.monotonic()
-        for _ in range(40):
-            try:
-                c.send(b"\r\n")
-            except (BrokenPipeError, ConnectionResetError):
-                break
-            if not c.nothing_within(0.1):
-                break
-        r = c.read_response(timeout=5)
-        dt = time.monotonic() - t0
-        eq(r.status, 408, "empty lines only: status")
-        eq(r.header("Connection"), "close", "empty lines only: Connection")
-        c.expect_eof(timeout=2)
-        check(0.25 <= dt <= 1.3, f"empty lines: 408 after {dt:.3f}s, expected about 0.3s")
+        trickle_until_408(s, [b"\r\n"] * 40, "empty lines only")
         # A request after a few empty lines, within the bound, is answered as ever.
         c = s.connect()
         c.send(b"\r\n\r\n")
