@@ -175,11 +175,9 @@ def test_TL3_expiry_warning_and_metric_at_start():
                "M0_METRICS": f"127.0.0.1:{port}"}
         with Server("host_check", env=env) as s:
             s.wait_ready()
-            warn = [ln for ln in s.log_lines() if "expires at" in ln]
-            eq(len(warn), 1, f"expiry warnings: {s.log_lines()}")
-            rx = (rf"TLS certificate {re.escape(crt)} \(subject CN=soon\.test\) expires at "
-                  rf"\S+Z, within M0_TLS_WARN_DAYS=14 days: renew it and reload$")
-            check(re.search(rx, warn[0]), f"warning {warn[0]!r}")
+            # The warning is written before READY, but the harness reads stderr on its own
+            # thread: wait for the line, and count the lines once the host has ended.
+            s.wait_log("expires at")
             st, _, body = scrape(("127.0.0.1", port), accept="application/openmetrics-text")
             eq(st, 200, "GET /metrics")
             got = value(samples(body), "m0_tls_certificate_expiry_timestamp_seconds", file=crt,
@@ -188,10 +186,15 @@ def test_TL3_expiry_warning_and_metric_at_start():
                                   check=True, capture_output=True, text=True).stdout
             eq(int(float(got)), int(want), "the expiry's timestamp")
             eq(s.stop(), 0, "exit status")
+            warn = [ln for ln in s.log_lines() if "expires at" in ln]
+            eq(len(warn), 1, f"expiry warnings: {s.log_lines()}")
+            rx = (rf"TLS certificate {re.escape(crt)} \(subject CN=soon\.test\) expires at "
+                  rf"\S+Z, within M0_TLS_WARN_DAYS=14 days: renew it and reload$")
+            check(re.search(rx, warn[0]), f"warning {warn[0]!r}")
         # M0_TLS_WARN_DAYS=2: no warning for three days.
         with Server("host_check", env={**env, "M0_TLS_WARN_DAYS": "2"}) as s:
             s.wait_ready()
-            eq([ln for ln in s.log_lines() if "expires at" in ln], [], "warnings at 2 days")
             eq(s.stop(), 0, "exit status")
+            eq([ln for ln in s.log_lines() if "expires at" in ln], [], "warnings at 2 days")
     finally:
         c.close()
