@@ -621,3 +621,50 @@ def test_A7_ab_keep_alive():
 
 
 test_A7_ab_keep_alive.timeout = 120
+
+
+# ---- compressed answers (SF4) ----
+
+
+def test_SF4_the_list_of_200_todos_compressed():
+    """The list of 200 todos goes gzip-compressed to a client that accepts gzip (and zstd or br
+    when it takes those), with Vary; it decompresses to the identity answer, which a client
+    that does not accept gzip gets as it is; a cross-site request gets it as it is too (D183),
+    and the event stream is never compressed."""
+    import gzip
+    with Dir() as d, start(d) as s:
+        c = s.connect()
+        for i in range(200):
+            r = call(c, "POST", "/todos", {"title": f"todo number {i}, with some words"})
+            eq(r.status, 201, f"POST {i}")
+        plain = call(c, "GET", "/todos")
+        eq((plain.status, plain.header("Content-Encoding"), plain.header("Vary")),
+           (200, None, "Accept-Encoding"), "no Accept-Encoding: identity")
+        eq(len(json.loads(plain.body)), 200, "the list holds 200 todos")
+        eq(plain.header("Content-Length"), str(len(plain.body)), "its length")
+        r = call(c, "GET", "/todos", headers=[("Accept-Encoding", "gzip")])
+        eq((r.status, r.header("Content-Encoding"), r.header("Vary"), r.header("Content-Type")),
+           (200, "gzip", "Accept-Encoding", JSON), "gzip")
+        eq(gzip.decompress(r.body), plain.body, "the gzip body decompressed")
+        check(len(r.body) * 4 < len(plain.body), f"{len(r.body)} bytes for {len(plain.body)}")
+        r = call(c, "GET", "/todos", headers=[("Accept-Encoding", "deflate, gzip;q=0")])
+        eq((r.header("Content-Encoding"), r.body), (None, plain.body), "gzip;q=0: identity")
+        r = call(c, "GET", "/todos", headers=[("Accept-Encoding", "gzip, br, zstd")])
+        eq(r.header("Content-Encoding"), "zstd", "zstd first among equals (D182)")
+        r = call(c, "GET", "/todos", headers=[("Accept-Encoding", "gzip"),
+                                              ("Sec-Fetch-Site", "cross-site")])
+        eq((r.header("Content-Encoding"), r.body), (None, plain.body), "cross-site: identity")
+        r = call(c, "GET", "/todos/1", headers=[("Accept-Encoding", "gzip")])
+        eq((r.status, r.header("Content-Encoding"), r.header("Vary")), (200, None, None),
+           "a todo under M0_COMPRESS_MIN_BYTES: as it is")
+        c.close()
+        # curl's own decoding of it
+        curl = tool("curl", "curl")
+        out = subprocess.run([curl, "-sS", "-m", "10", "--compressed", "-H",
+                              "Accept-Encoding: gzip", f"http://127.0.0.1:{s.port}/todos"],
+                             capture_output=True)
+        eq((out.returncode, out.stdout), (0, plain.body), "curl --compressed")
+        e = s.connect()
+        h = open_stream(e, "/events", [("Accept-Encoding", "gzip, br, zstd")])
+        eq((h.status, h.header("Content-Encoding")), (200, None), "the event stream as it is")
+        e.close()
