@@ -15,7 +15,7 @@ import socket
 import subprocess
 import tempfile
 
-from m0test import Server, check, eq, tool
+from m0test import Server, check, eq, run_app, tool
 
 MIB = 1 << 20
 SECRET = b"OUTSIDE-THE-ROOT-7f3a"
@@ -251,3 +251,33 @@ def test_SF2_a_file_that_shrinks_closes_the_connection():
         eq(len(got), cut, "the body ends where the file now ends, and the connection closes")
         check(got == data[:cut], "the bytes sent are the file's")
         w.s.wait_log(r"a file shrank while it was sent")
+
+
+def test_SF1_the_root_is_opened_at_start():
+    """A directory that cannot be opened refuses the start (78) naming the route and the errno
+    (D200); a dotfile named as the one file a route serves is refused too; a regular file is
+    served as the route's one file, by the same resolution."""
+    top = tempfile.mkdtemp(prefix="m0files-")
+    try:
+        env = {"M0_TODO_DB": os.path.join(top, "todo.db")}
+        rc, _, err = run_app("todo", env={**env, "M0_TODO_WWW": os.path.join(top, "none")})
+        eq(rc, 78, f"a missing root: {err}")
+        check(f"route 8 (GET /app/*rest): files '{top}/none': No such file or directory" in err,
+              f"the refusal names the route and the errno: {err!r}")
+        with open(os.path.join(top, ".hidden"), "wb") as f:
+            f.write(SECRET)
+        rc, _, err = run_app("todo", env={**env, "M0_TODO_WWW": os.path.join(top, ".hidden")})
+        eq(rc, 78, f"a dotfile as the one file: {err}")
+        check("a dotfile is never served" in err, f"the refusal says why: {err!r}")
+        with open(os.path.join(top, "one.txt"), "wb") as f:
+            f.write(b"the one file\n")
+        with Server("todo", env={**env, "M0_TODO_WWW": os.path.join(top, "one.txt")}) as s:
+            s.wait_ready()
+            c = s.connect()
+            for path in ("/app/", "/app/x/y.txt"):
+                r = c.get(path)
+                eq((r.status, r.header("Content-Type"), r.body),
+                   (200, "text/plain; charset=utf-8", b"the one file\n"), f"GET {path}")
+            c.close()
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
