@@ -521,9 +521,7 @@ static m0_route routes[] = {
         M0_ROUTE("DELETE", "/todos/:id", delete_todo, .flags = M0_ROUTE_BLOCKING),
         M0_ROUTE("GET", "/events", events),
         M0_ROUTE("GET", "/app", to_app),
-        M0_FILES("/app/"
-                 "*rest",
-                 NULL), /* ROUTE_APP */
+        M0_FILES("/app/*rest", NULL), /* ROUTE_APP */
         M0_ROUTE_END,
 };
 
