@@ -668,3 +668,25 @@ def test_SF4_the_list_of_200_todos_compressed():
         h = open_stream(e, "/events", [("Accept-Encoding", "gzip, br, zstd")])
         eq((h.status, h.header("Content-Encoding")), (200, None), "the event stream as it is")
         e.close()
+
+
+def test_SF1_todo_serves_its_page():
+    """todo serves apps/todo-www at /app/ with M0_TODO_WWW: the index whose script and style it
+    names, each with its type, byte for byte; the page calls todo's own API on its origin."""
+    www = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "apps", "todo-www")
+    with Dir() as d, start(d, M0_TODO_WWW=www) as s:
+        c = s.connect()
+        for path, name, ctype in (("/app/", "index.html", "text/html; charset=utf-8"),
+                                  ("/app/app.js", "app.js", "text/javascript; charset=utf-8"),
+                                  ("/app/app.css", "app.css", "text/css; charset=utf-8")):
+            with open(os.path.join(www, name), "rb") as f:
+                want = f.read()
+            r = c.get(path)
+            eq((r.status, r.header("Content-Type"), r.body), (200, ctype, want), f"GET {path}")
+            if name == "index.html":
+                check(b'src="app.js"' in r.body and b'href="app.css"' in r.body,
+                      "the index names app.js and app.css beside it")
+            if name == "app.js":
+                check(b'new EventSource(API + "/events")' in r.body and b'const API = "";' in r.body,
+                      "the page follows /events on its own origin")
+        c.close()
