@@ -411,8 +411,8 @@ static int open_files(struct m0_router *rt)
                 r->mime = &rt->mime;
                 if (!rt->files) {
                         rt->files = true;
-                        /* Without the file every name is application/octet-stream; the doctor
-                         * and the log say so. */
+                        /* Without the file every name is application/octet-stream; the
+                         * `routes` check says so, and the doctor shows it. */
                         rt->mime_err = m0__mime_load(&rt->mime, M0__MIME_TYPES);
                 }
         }
