@@ -318,6 +318,11 @@ static int route_head(struct build *b, const m0_route *def, uint32_t i, struct m
                         return refuse(rt, def, i, "write it with M0_FILES(path, dir)",
                                       "files are served to GET and HEAD, on a path without "
                                       "M0_ROUTE_PREFIX");
+                for (const char *q = def->cache_control; q && *q; q++)
+                        if (!m0__vchar[(unsigned char)*q])
+                                return refuse(rt, def, i, "write Cache-Control as one line",
+                                              "cache_control holds the byte 0x%02x",
+                                              (unsigned char)*q);
                 r->handler = m0__files_serve;
         }
         if (!r->handler)
