@@ -690,3 +690,46 @@ def test_SF1_todo_serves_its_page():
                 check(b'new EventSource(API + "/events")' in r.body and b'const API = "";' in r.body,
                       "the page follows /events on its own origin")
         c.close()
+
+
+def test_SF1_the_page_in_chromium():
+    """Headless Chromium loads todo's page from todo (/app/, M0_TODO_WWW) and drives it through
+    the DevTools protocol (todo_page.mjs): the seeded list shown with a title of markup as text
+    and the stream live; a todo added through the form, one marked done, one renamed, one
+    deleted, and one another client added arriving through /events. What the page shows at the
+    end is what GET /todos holds; the screenshot is kept in the build tree
+    (test-screenshots/todo-page.png)."""
+    from m0test import build_dir
+    chromium = tool("chromium", "chromium")
+    node = tool("node", "nodejs")
+    here = os.path.dirname(os.path.abspath(__file__))
+    www = os.path.join(here, "..", "..", "apps", "todo-www")
+    shots = os.path.join(build_dir(), "test-screenshots")
+    os.makedirs(shots, exist_ok=True)
+    shot = os.path.join(shots, "todo-page.png")
+    if os.path.exists(shot):
+        os.unlink(shot)
+    with Dir() as d, start(d, M0_TODO_WWW=www) as s:
+        c = s.connect()
+        eq(call(c, "POST", "/todos", {"title": "buy milk"}).status, 201, "seed 1")
+        eq(call(c, "POST", "/todos", {"title": "<b>not bold</b>"}).status, 201, "seed 2")
+        out = subprocess.run([node, "--experimental-websocket", "--no-warnings",
+                              os.path.join(here, "todo_page.mjs"), chromium,
+                              f"http://127.0.0.1:{s.port}/app/", shot],
+                             capture_output=True, text=True, timeout=90)
+        last = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+        eq(out.returncode, 0, f"the page's steps: {last} {out.stderr[-2000:]}")
+        shown = json.loads(last)
+        listed = json.loads(call(c, "GET", "/todos").body)
+        eq(shown["items"], [[t["title"], t["done"]] for t in listed],
+           "what the page shows is the list")
+        eq([t["title"] for t in listed],
+           ["buy milk", "renamed in chromium", "from another client"], "the list's titles")
+        eq((shown["count"], shown["live"]), ("2 of 3 left", "live"), "the count and the stream")
+        with open(shot, "rb") as f:
+            eq(f.read(8), b"\x89PNG\r\n\x1a\n", "the screenshot is a PNG")
+        c.close()
+
+
+# run.py runs it alone: a browser takes both cores for a while.
+test_SF1_the_page_in_chromium.serial = True
