@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -491,7 +492,25 @@ static const m0_cors *cors_read(void)
         return n ? &cors : NULL;
 }
 
-static const m0_route routes[] = {
+/* GET /app: the page's directory named without its '/', whose relative links would miss. */
+static int to_app(m0_req *req, m0_res *res, void *state)
+{
+        (void)req;
+        (void)state;
+        int r = m0_res_status(res, 301);
+        return r < 0 ? r : m0_res_header(res, "Location", "/app/");
+}
+
+/* The page is the files of M0_TODO_WWW at /app/ (SF1), else the copy `make install` put in
+ * TODO_WWW_DEFAULT when there is one; M0_TODO_WWW set empty serves no page. main() fills in
+ * the route before the host starts, and a directory it names that cannot be opened refuses the
+ * start (exit 78). */
+#ifndef TODO_WWW_DEFAULT
+#define TODO_WWW_DEFAULT "/usr/share/m0/todo-www"
+#endif
+#define ROUTE_APP 8
+
+static m0_route routes[] = {
         M0_ROUTE("GET", "/todos", list_todos, .flags = M0_ROUTE_BLOCKING),
         M0_ROUTE("POST", "/todos", create_todo, .flags = M0_ROUTE_BLOCKING,
                  .max_body_bytes = BODY_MAX, .content_type = "application/json"),
@@ -501,8 +520,22 @@ static const m0_route routes[] = {
                  .max_body_bytes = BODY_MAX, .content_type = "application/json"),
         M0_ROUTE("DELETE", "/todos/:id", delete_todo, .flags = M0_ROUTE_BLOCKING),
         M0_ROUTE("GET", "/events", events),
+        M0_ROUTE("GET", "/app", to_app),
+        M0_FILES("/app/*rest", NULL), /* ROUTE_APP */
         M0_ROUTE_END,
 };
+
+static void www_read(void)
+{
+        const char *dir = getenv("M0_TODO_WWW");
+        struct stat st;
+        if (!dir && stat(TODO_WWW_DEFAULT, &st) == 0 && S_ISDIR(st.st_mode))
+                dir = TODO_WWW_DEFAULT;
+        if (dir && *dir)
+                routes[ROUTE_APP].files = dir;
+        else
+                routes[ROUTE_APP - 1] = routes[ROUTE_APP] = (m0_route)M0_ROUTE_END;
+}
 
 int main(int argc, char **argv)
 {
@@ -516,5 +549,6 @@ int main(int argc, char **argv)
                 .flags = M0_APP_ERRORS_JSON,
         };
         app.cors = cors_read();
+        www_read();
         return m0_main(&app, argc, argv);
 }

@@ -98,6 +98,29 @@ typedef struct m0_route {
          * Content-Type, is answered 415 before it is read. NULL: any type.
          */
         const char *content_type;
+        /**
+         * A directory or one file this route serves instead of a handler (SF1, SF2; write it
+         * with M0_FILES()). Opened once at start: one it cannot open refuses the start (exit 78)
+         * naming the route. A directory serves what the route's last `*name` capture names
+         * beneath it ("/app/" then "*rest": "/app/js/app.js" is js/app.js), resolved by the
+         * kernel so that nothing outside it is served, whatever the encoding: `..`, an absolute
+         * path, a symlink that leaves it; a name with a segment that starts with '.' (".git",
+         * ".env") is never served; a directory gives its index.html, and no listing. Its answers
+         * carry Content-Type (/etc/mime.types), ETag, Last-Modified and Accept-Ranges, answer
+         * If-None-Match and If-Modified-Since with 304, one Range with 206 (416 when none of it
+         * is in the file; several ranges get the whole file), and a precompressed sibling
+         * (`app.js.zst`, `.br`, `.gz`, not older than the file) goes to a client that accepts its
+         * coding, with Vary: Accept-Encoding. GET and HEAD only; `handler` must be NULL. A file
+         * missing, a dotfile and a name outside all get the same 404, through m0_app.error.
+         */
+        const char *files;
+        /**
+         * With `files`: the Cache-Control its answers carry; NULL: "no-cache" (a cache keeps the
+         * file but asks again, and gets a 304 while it is unchanged), and for a fingerprinted
+         * name, `stem.<8 to 64 hex digits, one a letter>.ext` ("app.3f2a9c1b.js"),
+         * "public, max-age=31536000, immutable".
+         */
+        const char *cache_control;
 } m0_route;
 
 /**
@@ -111,6 +134,15 @@ typedef struct m0_route {
 #define M0_ROUTE(method_, path_, ...)                                                              \
         {                                                                                          \
                 .method = (method_), .path = (path_), .handler = __VA_ARGS__                       \
+        }
+/**
+ * A route that serves files (SF1): `M0_FILES("/app/" "*rest", "/usr/share/m0/todo-www")` serves a
+ * directory, `M0_FILES("/favicon.ico", "/srv/www/favicon.ico")` one file; any other member by
+ * name after them (`.cache_control = "public, max-age=3600"`). GET and HEAD.
+ */
+#define M0_FILES(path_, ...)                                                                       \
+        {                                                                                          \
+                .method = "GET", .path = (path_), .files = __VA_ARGS__                             \
         }
 /** The entry that ends a route table. */
 #define M0_ROUTE_END                                                                               \
@@ -324,8 +356,11 @@ M0_EXPORT int m0_res_problem(m0_res *res, int status, const char *title, const c
 /** Send this answer's body as it is, never compressed (SPEC SF4; D183): for an answer that
  *  carries a secret (a CSRF token, a session's data) beside anything the request supplied, so
  *  that its compressed length cannot tell an attacker the secret (BREACH). Any thread running
- *  the handler; holds until the answer is sent; m0 compresses no answer yet, so it changes
- *  nothing today. */
+ *  the handler; holds until the answer is sent. Without it, an answer of a compressible type
+ *  (text, JSON, JavaScript, XML, ...) of at least M0_COMPRESS_MIN_BYTES goes compressed with the
+ *  best coding the request's Accept-Encoding takes (zstd, br, gzip) and Vary: Accept-Encoding,
+ *  unless its Sec-Fetch-Site is cross-site or same-site, or it set Content-Encoding itself; an
+ *  event stream never is. */
 M0_EXPORT void m0_res_no_compress(m0_res *res);
 
 /* --- Cookies, forms and JSON (SPEC Q1–Q3; the thread running the handler) --- */

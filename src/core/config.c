@@ -143,14 +143,13 @@ static const struct m0_knob knobs[] = {
         {"tls-session-cache", "M0_TLS_SESSION_CACHE", "10000", K_U32, OFF(tls_session_cache), 0,
          10000000, "TLS 1.2 sessions kept for resumption by id; 0 = none (tickets still work)"},
         {"compress-min-bytes", "M0_COMPRESS_MIN_BYTES", "1024", K_U32, OFF(compress_min_bytes), 0,
-         1073741824, "an answer's body is compressed from this size on (SF4; not applied yet)"},
+         1073741824, "an answer's body is compressed from this size on (SF4)"},
         {"compress-zstd-level", "M0_COMPRESS_ZSTD_LEVEL", "3", K_U32, OFF(compress_zstd_level), 1,
-         19, "zstd's level for compressed answers (not applied yet)"},
+         19, "zstd's level for compressed answers"},
         {"compress-brotli-level", "M0_COMPRESS_BROTLI_LEVEL", "5", K_U32,
-         OFF(compress_brotli_level), 0, 11,
-         "brotli's level for compressed answers (not applied yet)"},
+         OFF(compress_brotli_level), 0, 11, "brotli's level for compressed answers"},
         {"compress-gzip-level", "M0_COMPRESS_GZIP_LEVEL", "6", K_U32, OFF(compress_gzip_level), 1,
-         9, "gzip's level for compressed answers (not applied yet)"},
+         9, "gzip's level for compressed answers"},
 };
 
 /* Knobs that were, and what replaced them: a value for one is refused (78, or 2 for a flag)

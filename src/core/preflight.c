@@ -190,8 +190,15 @@ static void check_bus(struct m0_host *h, struct m0_check *c)
 static void check_routes(struct m0_host *h, struct m0_check *c)
 {
         const struct m0_router *rt = &h->router;
+        char why[128];
         if (rt->err[0])
                 fail(c, rt->fix, "%s", rt->err);
+        else if (rt->files && rt->mime_err)
+                pass(c,
+                     "%u route%s compiled; " M0__MIME_TYPES " cannot be read (%s): every file "
+                     "is served as " M0__MIME_DEFAULT " (install media-types)",
+                     rt->nroutes, rt->nroutes == 1 ? "" : "s",
+                     strerror_r(-rt->mime_err, why, sizeof(why)));
         else
                 pass(c, "%u route%s compiled into %u trie nodes; the first in table order wins",
                      rt->nroutes, rt->nroutes == 1 ? "" : "s", rt->nnodes);

@@ -14,11 +14,14 @@
 
 #include "conn.h"
 #include "host.h"
+#include "log.h"
 #include "sse.h"
 
 /* ---- lifetime ---- */
 
 static void stop_idle(struct m0_conn *c);
+static void file_end(struct m0_conn *c);
+static bool send_file(struct m0_conn *c);
 
 static void conn_ready(struct m0_io *io, uint32_t events);
 static void conn_run(struct m0_task *t, uint32_t events);
@@ -73,6 +76,7 @@ void m0__conn_close(struct m0_conn *c)
         rbuf_release(c);
         m0__buf_free(&c->body);
         m0__buf_free(&c->out);
+        file_end(c);
         atomic_fetch_sub(&l->load, 1);
         atomic_fetch_sub(&l->host->conns, 1);
         if (l->observe & M0_OBSERVE_METRICS)
@@ -224,6 +228,8 @@ static bool flush(struct m0_conn *c)
                 m0__wait_write(c);
                 return false;
         }
+        if (c->file.on && !send_file(c))
+                return false;
         if (c->busy) {
                 /* Read nothing more until the pool answers: pipelined bytes wait, in order. */
                 (void)set_events(c, 0);
@@ -393,6 +399,10 @@ static void h1_readable(struct m0_conn *c)
 
 static void h1_writable(struct m0_conn *c)
 {
+        if (c->out.len == c->out_off) {
+                m0__conn_resume(c); /* a file's body is what waited (SF2) */
+                return;
+        }
         ssize_t w = send_now(c, c->out.data + c->out_off, c->out.len - c->out_off);
         if (w < 0 || (w == 0 && c->out_off < c->out.len))
                 return; /* closed, or still full: no progress */
@@ -558,7 +568,7 @@ void m0__conn_end(struct m0_conn *c)
         if (c->tr.fd < 0)
                 return;
         c->closing = true;
-        if (!c->busy && c->out.len == c->out_off)
+        if (!c->busy && c->out.len == c->out_off && !c->file.on)
                 linger_or_close(c);
 }
 
@@ -593,7 +603,7 @@ static void stop_idle(struct m0_conn *c)
 {
         if (c->tr.fd < 0 || c->lingering || c->timer.cls == M0_TIMER_DRAIN)
                 return;
-        if (c->phase != PH_IDLE || c->out.len > c->out_off || c->rlen > c->rpos) {
+        if (c->phase != PH_IDLE || c->out.len > c->out_off || c->rlen > c->rpos || c->file.on) {
                 /* In flight: it is answered whole, with Connection: close. */
                 return;
         }
@@ -617,6 +627,119 @@ static void h1_drain(struct m0_conn *c)
 {
         m0__slice_begin(c);
         stop_idle(c);
+}
+
+/* ---- a file's body (SF2) ---- */
+
+/* The most of a file one connection sends in one go, and then in one slice of a turn, as
+ * nginx's sendfile_max_chunk: a fast client on a large file does not hold its loop (D201). */
+#define FILE_CHUNK (2u << 20)
+
+/* A file this small joins its head in the loop's wbuf (D205): one write and one segment where
+ * sendfile would take a second of each. */
+#define FILE_INLINE (16u << 10)
+
+/* Read res's file into the loop's wbuf behind its head. False when there is no memory for it
+ * (sendfile goes on with it then). A file that ends before its announced length closes the
+ * connection once what was read is out (D201). */
+static bool file_inline(struct m0_conn *c, struct m0_res *res)
+{
+        struct m0_buf *w = &c->loop->wbuf;
+        size_t len = (size_t)res->file.len;
+        if (m0__buf_reserve(w, len) < 0)
+                return false;
+        ssize_t r = pread(res->file.fd, w->data + w->len, len, (off_t)res->file.off);
+        if (r < 0)
+                r = 0;
+        w->len += (size_t)r;
+        if ((size_t)r < len) {
+                m0__log(M0_LOG_WARNING, c->loop->index, NULL,
+                        "a file shrank while it was sent: %zu bytes of its answer were missing; "
+                        "the connection is closed",
+                        len - (size_t)r);
+                c->closing = true;
+        }
+        m0__res_file_close(res);
+        return true;
+}
+
+void m0__conn_file_begin(struct m0_conn *c, struct m0_res *res)
+{
+        if (res->file.len <= FILE_INLINE && file_inline(c, res))
+                return;
+        c->file.on = true;
+        c->file.fd = res->file.fd;
+        c->file.off = (off_t)res->file.off;
+        c->file.left = res->file.len;
+        res->file.on = false;
+}
+
+static void file_end(struct m0_conn *c)
+{
+        if (c->file.on)
+                close(c->file.fd);
+        c->file.on = false;
+}
+
+/* Up to `n` bytes of the file through the transport: its sendfile, or, for a transport without
+ * one, a read into a buffer and its writev. As an operation of the transport returns. */
+static ssize_t file_chunk(struct m0_conn *c, size_t n)
+{
+        if (c->tr.ops->sendfile)
+                return c->tr.ops->sendfile(&c->tr, c->file.fd, &c->file.off, n);
+        char buf[16384];
+        ssize_t r = pread(c->file.fd, buf, n < sizeof(buf) ? n : sizeof(buf), c->file.off);
+        if (r <= 0)
+                return r < 0 ? -EIO : 0;
+        ssize_t w = m0__transport_write(&c->tr, buf, (size_t)r);
+        if (w > 0)
+                c->file.off += w;
+        return w;
+}
+
+/*
+ * Send the file's bytes for as long as the transport takes them. True once they are all out
+ * (the file closed); false while they wait for the socket (EPOLLOUT, the write-stall bound) or
+ * for the connection's next turn, or when the connection was closed: on an error, and when the
+ * file ends before the length its head announced, since it shrank while being sent and the
+ * client must not take what follows for the rest of the body (D201).
+ */
+static bool send_file(struct m0_conn *c)
+{
+        struct m0_hctx *l = c->loop;
+        uint64_t sent = 0;
+        while (c->file.left) {
+                if (sent >= FILE_CHUNK) {
+                        m0__timer_unlink(c); /* the loop, not the client, is what it waits for */
+                        m0__turn_defer(&l->loop, &c->task, EPOLLOUT);
+                        return false;
+                }
+                size_t n = c->file.left < FILE_CHUNK ? (size_t)c->file.left : FILE_CHUNK;
+                ssize_t w = file_chunk(c, n);
+                if (w > 0) {
+                        c->wwant = 0;
+                        c->file.left -= (uint64_t)w;
+                        sent += (uint64_t)w;
+                        if (l->observe & M0_OBSERVE_METRICS)
+                                m0__count(&l->stats.bytes_out, (uint64_t)w);
+                        continue;
+                }
+                if (w == -EAGAIN) {
+                        c->wwant = (uint8_t)c->tr.want;
+                        (void)set_events(c, EPOLLOUT);
+                        m0__wait_write(c);
+                        return false;
+                }
+                if (w == 0)
+                        m0__log(M0_LOG_WARNING, l->index, NULL,
+                                "a file shrank while it was sent: %llu bytes of its answer were "
+                                "missing; the connection is closed",
+                                (unsigned long long)c->file.left);
+                m0__conn_close(c);
+                return false;
+        }
+        file_end(c);
+        return true;
 }
 
 const struct m0_proto_ops m0__proto_http1 = {

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <llhttp.h>
 
@@ -21,6 +22,7 @@
 
 struct m0_host;
 struct m0_job;
+struct m0_res;
 struct m0_sub;
 
 enum m0_phase {
@@ -87,6 +89,14 @@ struct m0_conn {
         uint64_t body_seen;  /* bytes of it so far, kept or dropped */
         struct m0_buf out;   /* bytes the socket did not take yet */
         size_t out_off;
+        /* A file answer's body (SF2), sent after `out` by the transport's sendfile: owned while
+         * `on`; nothing more is parsed until it is out (conn.c send_file). */
+        struct {
+                bool on;
+                int fd;
+                off_t off;
+                uint64_t left;
+        } file;
         uint32_t nreq;
 
         /* Its timer (deadlines.c): filed in a class (enum m0_timer_class) of the loop's timers, at a
@@ -146,6 +156,9 @@ int m0__conn_send(struct m0_conn *c, const void *data, size_t len);
 void m0__conn_end(struct m0_conn *c);
 /* The answers queued in the loop's wbuf go out, and `c` goes on with the bytes it holds. */
 void m0__conn_resume(struct m0_conn *c);
+/* The answer whose head was just queued in the loop's wbuf has res's file as its body (SF2):
+ * `c` takes the file from `res` and sends it after the head, parsing nothing more meanwhile. */
+void m0__conn_file_begin(struct m0_conn *c, struct m0_res *res);
 
 /* ---- deadlines.c: the connection's deadlines, filed in the loop's timer lists (D6, D53) ---- */
 

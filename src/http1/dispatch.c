@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "compress.h"
 #include "conn.h"
 #include "crash.h"
 #include "error.h"
@@ -77,7 +78,7 @@ static void decide_route(const struct m0_rview *v, m0_req *bind, bool has_body,
                         return;
                 }
         }
-        d->fn = r->def->handler;
+        d->fn = r->handler;
         d->blocking = r->blocking;
 }
 
@@ -142,7 +143,7 @@ void m0__route_decide(const struct m0_host *h, const struct m0_rview *v, m0_req 
                         bind->route = r;
                         bind->nparams = 0;
                 }
-                d->fn = r->def->handler;
+                d->fn = r->handler;
                 d->blocking = r->blocking;
                 d->body_limit = r->max_body;
                 return;
@@ -246,10 +247,22 @@ static void answer(struct m0_conn *c, m0_req *req, m0_res *res, bool is_head,
                 const char *origin = m0_req_header(req, "origin");
                 r = m0__cors_answer(&h->cors, origin, origin ? strlen(origin) : 0, &res->head);
         }
+        if (r == 0 && !res->coded)
+                m0__res_compress(h, req, res);
         if (r == 0)
                 r = res->stream ? m0__sse_head(l, res, conn == M0__CONN_CLOSE, &l->wbuf)
                                 : m0__res_serialize(l, res, is_head, conn, &l->wbuf);
-        size_t body_len = res->body.len;
+        size_t body_len = res->file.on ? (size_t)res->file.len : res->body.len;
+        size_t file_bytes = 0; /* what follows the head in wbuf, for the access line */
+        if (res->file.on) {
+                /* its bytes follow the head (SF2); a HEAD's, or a failed answer's, are not sent */
+                if (r == 0 && !is_head && !res->stream) {
+                        file_bytes = (size_t)res->file.len;
+                        m0__conn_file_begin(c, res);
+                } else {
+                        m0__res_file_close(res);
+                }
+        }
         if (r < 0) {
                 l->wbuf.len = mark; /* no half-written head goes out before the 500 */
                 struct m0_buf lines = {0};
@@ -271,8 +284,8 @@ static void answer(struct m0_conn *c, m0_req *req, m0_res *res, bool is_head,
                 conn = M0__CONN_CLOSE;
         }
         if (l->observe || h->cfg.access_log == M0_ACCESS_LINE)
-                note(c, M0_ANSWER_HANDLER, req, r < 0 ? 500 : res->status, l->wbuf.len - mark,
-                     body_len, on_pool);
+                note(c, M0_ANSWER_HANDLER, req, r < 0 ? 500 : res->status,
+                     l->wbuf.len - mark + file_bytes, body_len, on_pool);
         if (conn == M0__CONN_CLOSE)
                 c->closing = true;
 }

@@ -206,7 +206,8 @@ size_t m0__conn_parse(struct m0_conn *c, char *base, size_t len, size_t pos)
         l->cur_base = base;
         l->cur_len = len;
         l->cur_conn = c;
-        while (pos < len && !c->closing && !c->busy && !c->stream) {
+        /* A file answer's body goes out before anything behind it is parsed (SF2). */
+        while (pos < len && !c->closing && !c->busy && !c->stream && !c->file.on) {
                 if (l->wbuf.len >= cfg->max_output_bytes || !slice_goes_on(l))
                         break;
                 size_t from = pos;

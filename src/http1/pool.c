@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compress.h"
 #include "crash.h"
 #include "error.h"
 #include "lifecycle.h"
@@ -135,6 +136,7 @@ void m0__job_free(struct m0_job *job)
         m0__buf_free(&job->res.head);
         m0__buf_free(&job->res.body);
         m0__buf_free(&job->res.chans);
+        m0__res_file_close(&job->res);
         m0__treplay_free(job->backfill); /* one never run: its answer never comes */
         free(job->mem);
         free(job);
@@ -168,6 +170,7 @@ static void run_job(struct m0_pool_thread *t, struct m0_job *job)
         uint64_t t0 = m0__now_ns();
         m0__app_run(h->app, job->fn, &job->req, &job->res, t->thread.state);
         job->run_us = (m0__now_ns() - t0) / 1000;
+        m0__res_compress(h, &job->req, &job->res); /* on this thread, not the loop (SF4) */
         m0__thread_request_set(h, NULL, NULL);
         if (job->res.stream_refused || job->res.stream) {
                 /* P2: a stream lives on a loop; a pool thread cannot hold one. */

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "head-checks.h"
 #include "hctx.h"
@@ -21,6 +22,7 @@ const char *m0__status_reason(int status)
         case 201: return "Created";
         case 202: return "Accepted";
         case 204: return "No Content";
+        case 206: return "Partial Content";
         case 301: return "Moved Permanently";
         case 302: return "Found";
         case 303: return "See Other";
@@ -34,10 +36,12 @@ const char *m0__status_reason(int status)
         case 405: return "Method Not Allowed";
         case 408: return "Request Timeout";
         case 409: return "Conflict";
+        case 412: return "Precondition Failed";
         case 411: return "Length Required";
         case 413: return "Content Too Large";
         case 414: return "URI Too Long";
         case 415: return "Unsupported Media Type";
+        case 416: return "Range Not Satisfiable";
         case 417: return "Expectation Failed";
         case 422: return "Unprocessable Content";
         case 429: return "Too Many Requests";
@@ -64,6 +68,21 @@ void m0__res_reset(struct m0_res *res)
         res->nheaders = 0;
         res->body.len = 0;
         res->no_compress = false;
+        res->coded = false;
+        m0__res_file_close(res);
+}
+
+void m0__res_file_close(struct m0_res *res)
+{
+        if (res->file.on)
+                close(res->file.fd);
+        res->file.on = false;
+}
+
+/* The Content-Length of `res`: its file's bytes, or its body's. */
+static uint64_t body_length(const struct m0_res *res)
+{
+        return res->file.on ? res->file.len : res->body.len;
 }
 
 /* A status line plus the host's own headers, cached per status for the common ones. */
@@ -111,7 +130,7 @@ int m0__res_serialize(struct m0_hctx *l, const struct m0_res *res, bool head_onl
         bool no_len = res->status == 204 || res->status == 304 || res->status < 200;
         if (!no_len) {
                 char num[24];
-                char *d = utoa_rev(num + sizeof(num), res->body.len);
+                char *d = utoa_rev(num + sizeof(num), body_length(res));
                 size_t dn = (size_t)(num + sizeof(num) - d);
                 memcpy(p, "Content-Length: ", 16);
                 p += 16;
@@ -138,7 +157,7 @@ int m0__res_serialize(struct m0_hctx *l, const struct m0_res *res, bool head_onl
         }
         out->data[out->len++] = '\r';
         out->data[out->len++] = '\n';
-        if (!head_only && !no_len && res->body.len) {
+        if (!head_only && !no_len && res->body.len && !res->file.on) {
                 memcpy(out->data + out->len, res->body.data, res->body.len);
                 out->len += res->body.len;
         }

@@ -22,6 +22,14 @@ struct m0_res {
         unsigned nheaders;
         struct m0_buf body;
         bool no_compress; /* m0_res_no_compress(): the body goes as it is (SF4, D183) */
+        bool coded;       /* the compression of SF4 was decided already (on the pool thread) */
+        /* A file's bytes as the body (SF2): [off, off + len) of fd, owned while `on`; sent after
+         * the head by the connection (m0__conn_file_begin), or closed by m0__res_file_close. */
+        struct {
+                bool on;
+                int fd;
+                uint64_t off, len;
+        } file;
 };
 
 /* What an answer says of its connection (H1, H7). */
@@ -32,11 +40,14 @@ enum m0_conn_mode {
 };
 
 void m0__res_reset(struct m0_res *res);
+/* Close the file res holds as its body, if any (SF2). */
+void m0__res_file_close(struct m0_res *res);
 /* The Keep-Alive line a kept answer of `l` carries for an idle timeout of `idle_ms` (D111):
  * its whole seconds, rounded down, so that a client retires the connection before m0 does. */
 void m0__res_keep_alive(struct m0_hctx *l, uint32_t idle_ms);
 /* Serialize status line, host headers, app headers and (unless head_only) the body into out;
- * a kept answer carries l's Keep-Alive line. */
+ * a kept answer carries l's Keep-Alive line. A file body (res->file) is not written: its length
+ * is the Content-Length, and its bytes follow the head on the connection. */
 int m0__res_serialize(struct m0_hctx *l, const struct m0_res *res, bool head_only,
                       enum m0_conn_mode conn, struct m0_buf *out);
 const char *m0__status_reason(int status);

@@ -3,15 +3,19 @@
  * O(segments) with the first route in table order winning (T3); and running a handler, a
  * failure answered as error.c says (Q4). */
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <llhttp.h>
 
 #include "config.h"
 #include "error.h"
+#include "fileserve.h"
 #include "head-checks.h"
 #include "request.h"
 #include "response.h"
@@ -303,7 +307,25 @@ static int route_head(struct build *b, const m0_route *def, uint32_t i, struct m
         memset(r, 0, sizeof(*r));
         r->def = def;
         r->index = i;
-        if (!def->handler)
+        r->files_root = -1;
+        r->handler = def->handler;
+        if (def->files) {
+                if (def->handler)
+                        return refuse(rt, def, i, "give a files route no handler",
+                                      "a route serves files or runs a handler, not both");
+                if (!def->method || strcmp(def->method, "GET") != 0 ||
+                    (def->flags & M0_ROUTE_PREFIX))
+                        return refuse(rt, def, i, "write it with M0_FILES(path, dir)",
+                                      "files are served to GET and HEAD, on a path without "
+                                      "M0_ROUTE_PREFIX");
+                for (const char *q = def->cache_control; q && *q; q++)
+                        if (!m0__vchar[(unsigned char)*q])
+                                return refuse(rt, def, i, "write Cache-Control as one line",
+                                              "cache_control holds the byte 0x%02x",
+                                              (unsigned char)*q);
+                r->handler = m0__files_serve;
+        }
+        if (!r->handler)
                 return refuse(rt, def, i, "give every route a handler", "no handler");
         if (def->flags & ~(unsigned)(M0_ROUTE_PREFIX | M0_ROUTE_BLOCKING))
                 return refuse(rt, def, i, "use the M0_ROUTE_* flags only", "unknown flags 0x%x",
@@ -336,6 +358,69 @@ static int route_head(struct build *b, const m0_route *def, uint32_t i, struct m
         r->max_body = def->max_body_bytes && def->max_body_bytes < b->cfg->max_body_bytes
                               ? def->max_body_bytes
                               : b->cfg->max_body_bytes;
+        return 0;
+}
+
+/* ---- files routes (SF1) ---- */
+
+/* Open route r's `files` (D200): a directory is its root; a file is served as its name beneath
+ * its own directory, opened as the root, so that one resolution serves both. */
+static int open_root(struct m0_router *rt, struct m0_croute *r)
+{
+        const m0_route *def = r->def;
+        struct stat st;
+        int fd;
+        int e = stat(def->files, &st) < 0 ? -errno : 0;
+        if (e == 0 && S_ISDIR(st.st_mode)) {
+                e = m0__files_root_open(def->files, &fd);
+        } else if (e == 0 && S_ISREG(st.st_mode)) {
+                const char *slash = strrchr(def->files, '/');
+                r->files_name = slash ? slash + 1 : def->files;
+                char dir[PATH_MAX];
+                size_t n = slash ? (size_t)(slash - def->files) : 0;
+                if (n >= sizeof(dir))
+                        e = -ENAMETOOLONG;
+                else {
+                        memcpy(dir, def->files, n);
+                        strcpy(dir + n, n ? "" : (slash ? "/" : "."));
+                        e = m0__files_root_open(dir, &fd);
+                }
+                if (e == 0 && r->files_name[0] == '.') {
+                        close(fd);
+                        e = -EPERM;
+                }
+        } else if (e == 0) {
+                e = -ENOTDIR;
+        }
+        if (e < 0) {
+                char why[128];
+                return refuse(rt, def, r->index, "give it a directory or a file m0 can read",
+                              "files '%.200s': %s", def->files,
+                              e == -EPERM ? "a dotfile is never served"
+                                          : strerror_r(-e, why, sizeof(why)));
+        }
+        r->files_root = fd;
+        return 0;
+}
+
+/* Open every files route's root, and read the media types once when there is one (D179). */
+static int open_files(struct m0_router *rt)
+{
+        for (uint32_t i = 0; i < rt->nroutes; i++) {
+                struct m0_croute *r = &rt->routes[i];
+                if (!r->def->files)
+                        continue;
+                int e = open_root(rt, r);
+                if (e < 0)
+                        return e;
+                r->mime = &rt->mime;
+                if (!rt->files) {
+                        rt->files = true;
+                        /* Without the file every name is application/octet-stream; the
+                         * `routes` check says so, and the doctor shows it. */
+                        rt->mime_err = m0__mime_load(&rt->mime, M0__MIME_TYPES);
+                }
+        }
         return 0;
 }
 
@@ -422,6 +507,8 @@ int m0__router_build(struct m0_router *rt, const m0_app *app, const struct m0_co
                 }
         }
         if (r == 0)
+                r = open_files(rt);
+        if (r == 0)
                 r = file_ends(&b);
         if (r == 0)
                 r = file_paths(rt);
@@ -437,6 +524,14 @@ int m0__router_build(struct m0_router *rt, const m0_app *app, const struct m0_co
 
 void m0__router_free(struct m0_router *rt)
 {
+        for (uint32_t i = 0; rt->routes && i < rt->nroutes; i++)
+                if (rt->routes[i].files_root >= 0) {
+                        close(rt->routes[i].files_root);
+                        rt->routes[i].files_root = -1;
+                }
+        if (rt->files)
+                m0__mime_free(&rt->mime);
+        rt->files = false;
         free(rt->routes);
         free(rt->nodes);
         free(rt->ents);

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "files.h"
 #include "m0.h"
 
 struct m0_config;
@@ -34,9 +35,15 @@ enum m0_route_kind {
 
 /* One route of the table, compiled. */
 struct m0_croute {
-        const m0_route *def; /* the app's entry */
-        uint32_t index;      /* its place in the table: the lowest that matches wins (T3) */
-        uint8_t kind;        /* enum m0_route_kind */
+        const m0_route *def;   /* the app's entry */
+        m0_handler_fn handler; /* def->handler, or m0__files_serve for a files route (SF1) */
+        /* A files route (SF1): its root, opened at start (-1 for another route), and the name
+         * beneath it of the one file it serves, or NULL for a directory. */
+        int files_root;
+        const char *files_name;
+        const struct m0_mime *mime; /* the router's, for a files route */
+        uint32_t index;             /* its place in the table: the lowest that matches wins (T3) */
+        uint8_t kind;               /* enum m0_route_kind */
         bool blocking;
         bool rest;       /* its last capture is `*name` */
         uint8_t nparams; /* captures, in the order of the path */
@@ -100,6 +107,10 @@ struct m0_router {
         uint64_t methods;  /* every method some route takes, M0__M_ANY with dispatch (OPTIONS *) */
         uint8_t order[64]; /* method numbers in the order Allow lists them */
         uint8_t norder;
+        /* The media types of the files routes serve (SF2), loaded with the first one. */
+        struct m0_mime mime;
+        bool files;    /* some route serves files */
+        int mime_err;  /* what reading /etc/mime.types for them returned: 0 or -errno */
         char err[400]; /* why the table was refused, naming the route; "" when it compiled */
         char fix[200];
 };

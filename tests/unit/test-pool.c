@@ -133,7 +133,9 @@ static int stream_and_ignore(m0_req *req, m0_res *res, void *state)
  * - app: the pool thread calls its make and free, and m0__app_run runs the job's handler;
  * - nloops: handed to make as info.loops;
  * - barrier: the make-barrier the pool thread waits at (L1);
- * - watchdog_usec stays 0, so m0__thread_request_set touches no loop.
+ * - watchdog_usec stays 0, so m0__thread_request_set touches no loop;
+ * - cfg.compress_min_bytes: its default, 1024, which the answers here stay below (SF4: a pool
+ *   thread compresses its job's answer).
  * m0__loop_init gives the loop the mailbox (mb_lock, mb_fd) jobs come back through.
  */
 static void setup_pool(int nthreads)
@@ -150,6 +152,7 @@ static void setup_pool(int nthreads)
         ck_assert_ptr_nonnull(loop);
         host->cfg.blocking_threads = (uint32_t)nthreads;
         host->cfg.max_header_fields = 16;
+        host->cfg.compress_min_bytes = 1024;
         host->app = &app;
         host->nloops = 1;
         m0__barrier_init(&host->barrier);

@@ -1,11 +1,18 @@
 /* SPDX-License-Identifier: MIT */
-/* test-response.c: the response builder and its bytes on the wire (SPEC H4). */
+/* test-response.c: the response builder and its bytes on the wire (SPEC H4), a file as its body
+ * (SF2) and its compression (SF4). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
+#include <unistd.h>
 
+#include <zlib.h>
+
+#include "compress.h"
 #include "hctx.h"
+#include "host.h"
 #include "response.h"
-#include "unit.h"
+#include "unit-req.h"
 
 static struct m0_hctx *loop;
 static struct m0_res res;
@@ -411,6 +418,132 @@ START_TEST(no_compress_mark)
 }
 END_TEST
 
+/* SF2: a file's length is the Content-Length, a HEAD's too, and none of its bytes is in the head */
+START_TEST(file_body_is_its_length_alone)
+{
+        res.file.on = true;
+        res.file.fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        ck_assert_int_ge(res.file.fd, 0);
+        res.file.off = 10;
+        res.file.len = 1048576;
+        serialize(false, false);
+        ck_assert_buf_lit(out, "HTTP/1.1 200 OK\r\nServer: m0\r\nDate: X\r\n"
+                               "Content-Length: 1048576\r\n\r\n");
+        serialize(true, false);
+        ck_assert_buf_lit(out, "HTTP/1.1 200 OK\r\nServer: m0\r\nDate: X\r\n"
+                               "Content-Length: 1048576\r\n\r\n");
+        m0__res_reset(&res); /* closes it */
+        ck_assert(!res.file.on);
+}
+END_TEST
+
+/* ---- SF4: answers compressed ---- */
+
+static struct m0_host *host;
+static struct parsed preq;
+
+static void compress_setup(void)
+{
+        setup();
+        host = calloc(1, sizeof(*host));
+        ck_assert_ptr_nonnull(host);
+        unit_config(&host->cfg);
+}
+
+static void compress_teardown(void)
+{
+        parsed_free(&preq);
+        free(host);
+        teardown();
+}
+
+/* A JSON answer of `n` bytes to a GET with `fields` ("Name: value\r\n" lines), compressed. */
+static void answer_json(const char *fields, size_t n, const char *ctype)
+{
+        char head[512];
+        snprintf(head, sizeof(head), "GET /todos HTTP/1.1\r\nHost: t\r\n%s\r\n", fields);
+        parse_request(&preq, &host->cfg, head, NULL, 0);
+        ck_assert_int_eq(m0_res_header(&res, "Content-Type", ctype), 0);
+        for (size_t i = 0; i < n; i++)
+                ck_assert_int_eq(m0_res_write(&res, i % 10 == 9 ? "," : "7", 1), 0);
+        m0__res_compress(host, &preq.req, &res);
+        ck_assert(res.coded);
+}
+
+static bool head_has(const char *line)
+{
+        return memmem(res.head.data, res.head.len, line, strlen(line)) != NULL;
+}
+
+/* gzip for a client that takes only gzip, with Vary; it inflates to the body */
+START_TEST(compress_gzip_with_vary)
+{
+        answer_json("Accept-Encoding: gzip\r\n", 2000, "application/json");
+        ck_assert(head_has("Content-Encoding: gzip\r\n"));
+        ck_assert(head_has("Vary: Accept-Encoding\r\n"));
+        unsigned char plain[4096];
+        z_stream z = {0};
+        ck_assert_int_eq(inflateInit2(&z, 16 + MAX_WBITS), Z_OK);
+        z.next_in = (unsigned char *)res.body.data;
+        z.avail_in = (uInt)res.body.len;
+        z.next_out = plain;
+        z.avail_out = sizeof(plain);
+        ck_assert_int_eq(inflate(&z, Z_FINISH), Z_STREAM_END);
+        ck_assert_uint_eq(z.total_out, 2000);
+        inflateEnd(&z);
+        ck_assert(res.body.len < 200);
+        for (size_t i = 0; i < 2000; i++)
+                ck_assert_int_eq(plain[i], i % 10 == 9 ? ',' : '7');
+}
+END_TEST
+
+/* what leaves the body as it is, with or without Vary */
+START_TEST(compress_refusals)
+{
+        static const struct {
+                const char *fields, *ctype;
+                size_t n;
+                bool no_compress, vary;
+        } cases[] = {
+                {"", "application/json", 2000, false, true}, /* accepts none */
+                {"Accept-Encoding: gzip\r\n", "application/json", 1023, false, false}, /* small */
+                {"Accept-Encoding: gzip\r\n", "application/json", 2000, true, false},  /* marked */
+                {"Accept-Encoding: gzip\r\nSec-Fetch-Site: cross-site\r\n", "application/json",
+                 2000, false, true},                                            /* BREACH, D183 */
+                {"Accept-Encoding: gzip\r\n", "image/png", 2000, false, false}, /* incompressible */
+                {"Accept-Encoding: gzip\r\n", "text/event-stream", 2000, false, false},
+                {"Accept-Encoding: gzip;q=0, identity\r\n", "text/plain", 2000, false, true},
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                m0__res_reset(&res);
+                parsed_free(&preq);
+                if (cases[i].no_compress)
+                        m0_res_no_compress(&res);
+                answer_json(cases[i].fields, cases[i].n, cases[i].ctype);
+                ck_assert_msg(res.body.len == cases[i].n, "case %zu: the body as it is", i);
+                ck_assert_msg(!head_has("Content-Encoding"), "case %zu: no coding", i);
+                ck_assert_msg(head_has("Vary: Accept-Encoding\r\n") == cases[i].vary,
+                              "case %zu: Vary", i);
+        }
+}
+END_TEST
+
+/* an answer the app coded itself, and a 206 or 304, are left alone */
+START_TEST(compress_leaves_coded_and_partial_answers)
+{
+        ck_assert_int_eq(m0_res_header(&res, "Content-Encoding", "br"), 0);
+        answer_json("Accept-Encoding: gzip\r\n", 2000, "application/json");
+        ck_assert_uint_eq(res.body.len, 2000);
+        ck_assert(!head_has("Vary"));
+        m0__res_reset(&res);
+        parsed_free(&preq);
+        res.status = 206;
+        answer_json("Accept-Encoding: gzip\r\n", 2000, "text/plain");
+        ck_assert_uint_eq(res.body.len, 2000);
+        ck_assert(!head_has("Content-Encoding"));
+}
+END_TEST
+
 static Suite *response_suite(void)
 {
         Suite *s = suite_create("response");
@@ -432,7 +565,14 @@ static Suite *response_suite(void)
         tcase_add_test(tc, header_bounds);
         tcase_add_test(tc, json_string_escapes);
         tcase_add_test(tc, json_and_text_helpers);
+        tcase_add_test(tc, file_body_is_its_length_alone);
         suite_add_tcase(s, tc);
+        TCase *tz = tcase_create("compress");
+        tcase_add_checked_fixture(tz, compress_setup, compress_teardown);
+        tcase_add_test(tz, compress_gzip_with_vary);
+        tcase_add_test(tz, compress_refusals);
+        tcase_add_test(tz, compress_leaves_coded_and_partial_answers);
+        suite_add_tcase(s, tz);
         return s;
 }
 

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* test-route.c: the route table compiled and matched (SPEC T1-T3): every refusal, captures and
  * their decoding, the order rule both ways, Allow, and the trie against the slow reference on
- * random tables. */
+ * random tables; files routes' refusals and roots (SF1). */
 #include <errno.h>
+#include <fcntl.h>
 
 #include "config.h"
 #include "request.h"
@@ -452,6 +453,52 @@ START_TEST(no_routes)
 }
 END_TEST
 
+/* SF1, D200: a files route's refusals, and its root opened at compile time and closed after */
+START_TEST(files_routes)
+{
+        static const struct {
+                m0_route r;
+                const char *err;
+        } rows[] = {
+                {{.method = "GET", .path = "/a/*rest", .handler = h1, .files = "/tmp"},
+                 "route 0 (GET /a/*rest): a route serves files or runs a handler, not both"},
+                {{.method = "POST", .path = "/a/*rest", .files = "/tmp"},
+                 "route 0 (POST /a/*rest): files are served to GET and HEAD, on a path without "
+                 "M0_ROUTE_PREFIX"},
+                {{.method = "GET", .path = "/a", .files = "/tmp", .flags = M0_ROUTE_PREFIX},
+                 "route 0 (GET /a): files are served to GET and HEAD, on a path without "
+                 "M0_ROUTE_PREFIX"},
+                {{.method = "GET", .path = "/a/*rest", .files = "/tmp", .cache_control = "a\nb"},
+                 "route 0 (GET /a/*rest): cache_control holds the byte 0x0a"},
+                {M0_FILES("/a/*rest", "/nonexistent-m0"),
+                 "route 0 (GET /a/*rest): files '/nonexistent-m0': No such file or directory"},
+                {M0_FILES("/a/*rest", "/dev/null"),
+                 "route 0 (GET /a/*rest): files '/dev/null': Not a directory"},
+        };
+        for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+                m0_route t[] = {rows[i].r, M0_ROUTE_END};
+                ck_assert_int_eq(build(t), -EINVAL);
+                ck_assert_str_eq(rt.err, rows[i].err);
+        }
+        m0_route ok[] = {M0_ROUTE("GET", "/x", h1), M0_FILES("/a/*rest", "/tmp"),
+                         M0_FILES("/one", "/etc/passwd"), M0_ROUTE_END};
+        ck_assert_int_eq(build(ok), 0);
+        ck_assert_int_eq(rt.routes[0].files_root, -1);
+        ck_assert_ptr_eq(rt.routes[0].handler, h1);
+        int root = rt.routes[1].files_root;
+        ck_assert_int_ge(root, 0);
+        ck_assert_ptr_null(rt.routes[1].files_name);
+        ck_assert_int_ge(rt.routes[2].files_root, 0);
+        ck_assert_str_eq(rt.routes[2].files_name, "passwd");
+        ck_assert(rt.files);
+        struct m0_match m;
+        ck_assert_int_eq(route_of("HEAD", "/a/b/c", &m), 1);
+        ck_assert_str_eq(allow_of("/a/b"), "GET, HEAD, OPTIONS");
+        m0__router_free(&rt);
+        ck_assert_int_eq(fcntl(root, F_GETFD), -1); /* closed with the table */
+}
+END_TEST
+
 static Suite *route_suite(void)
 {
         Suite *s = suite_create("route");
@@ -469,6 +516,7 @@ static Suite *route_suite(void)
         tcase_add_test(tc, allow_order_and_any);
         tcase_add_test(tc, per_route_bounds);
         tcase_add_test(tc, no_routes);
+        tcase_add_test(tc, files_routes);
         suite_add_tcase(s, tc);
         return s;
 }
