@@ -114,6 +114,12 @@ struct m0_conn {
         uint64_t stamp;       /* the loop's delivery it was last offered a frame in */
         struct m0_link slink; /* on loop->streams */
         struct m0_treplay *treplay; /* waiting for its replay from the table (D95), or NULL */
+
+        /* Upgraded (WS1): its protocol is another (WebSocket, src/ws/), which `up` is the state
+         * of; HTTP/1.1 parses nothing more, and the bytes read behind the request that switched
+         * wait in rbuf from rpos for the new protocol. */
+        bool upgraded;
+        void *up;
 };
 
 /* A parser callback answered the request itself, then stopped the parser. */
@@ -146,6 +152,13 @@ int m0__conn_send(struct m0_conn *c, const void *data, size_t len);
 void m0__conn_end(struct m0_conn *c);
 /* The answers queued in the loop's wbuf go out, and `c` goes on with the bytes it holds. */
 void m0__conn_resume(struct m0_conn *c);
+/* For a protocol that upgraded the connection: wait for `ev` (EPOLLIN, EPOLLOUT, both or none)
+ * as the transport needs; write what `out` holds (1 all of it is out, 0 the socket is full and
+ * EPOLLOUT is asked for, -1 the connection is closed); and hand it back to HTTP/1.1 to close
+ * (linger, then close) once the other protocol is done with it. */
+int m0__conn_want(struct m0_conn *c, uint32_t ev);
+int m0__conn_write_out(struct m0_conn *c);
+void m0__conn_downgrade_end(struct m0_conn *c);
 
 /* ---- deadlines.c: the connection's deadlines, filed in the loop's timer lists (D6, D53) ---- */
 
