@@ -124,7 +124,11 @@ static int publish(m0_req *req, m0_res *res, void *state)
         const char *ch = m0_req_query(req, "channel");
         size_t n;
         const char *body = m0_req_body(req, &n);
-        int64_t id = m0_publish(ch ? ch : "test", "message", body, 0);
+        char *data = strndup(body, n); /* the body is bytes; m0_publish takes a string */
+        if (!data)
+                return -ENOMEM;
+        int64_t id = m0_publish(ch ? ch : "test", "message", data, 0);
+        free(data);
         if (id < 0)
                 return (int)id;
         return m0_res_json(res, 200, "{\"id\":%lld}", (long long)id);

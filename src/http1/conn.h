@@ -19,6 +19,7 @@
 #include "loop.h"
 #include "transport.h"
 
+struct m0_frame;
 struct m0_host;
 struct m0_job;
 struct m0_sub;
@@ -47,6 +48,9 @@ struct m0_proto_ops {
         void (*timer)(struct m0_conn *c);    /* the connection's timer fired */
         void (*drain)(struct m0_conn *c);    /* the stop: finish what is in flight, then close */
         void (*closed)(struct m0_conn *c);   /* the connection is closing: let go of the loop */
+        /* Optional: one of the bus's frames for a connection of this protocol that follows
+         * channels (a WebSocket, WS2) rather than being a stream; 1 when it was sent, else 0. */
+        int (*event)(struct m0_conn *c, const struct m0_frame *f);
 };
 
 /* HTTP/1.1 (conn.c). */

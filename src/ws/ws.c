@@ -378,6 +378,9 @@ static void end(struct m0_ws *ws, uint16_t code)
                 return;
         ws->ended = true;
         atomic_store(&ws->closing, true);
+        /* a Close wslay sent on its own: 1002, 1007 or 1009 for what it refused */
+        if (!ws->code && wslay_event_get_close_sent(ws->ctx))
+                ws->code = wslay_event_get_status_code_sent(ws->ctx);
         if (!ws->code)
                 ws->code = code;
         struct m0_hctx *l = ws->loop;
@@ -544,6 +547,11 @@ static void ws_closed(struct m0_conn *c)
                 let_go(c->up);
 }
 
+static int ws_event(struct m0_conn *c, const struct m0_frame *f)
+{
+        return c->up ? m0__ws_event(c->up, f) : 0;
+}
+
 const struct m0_proto_ops m0__proto_ws = {
         .name = "websocket",
         .readable = ws_readable,
@@ -551,6 +559,7 @@ const struct m0_proto_ops m0__proto_ws = {
         .timer = ws_timer,
         .drain = ws_drain,
         .closed = ws_closed,
+        .event = ws_event,
 };
 
 /* The 101 (4.2.2 item 5), with the headers the handler added. */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* ws.h: ws.c and ws-bus.c, WebSocket over an HTTP/1.1 connection (RFC 6455; SPEC WS1, WS3, WS4): the
+/* ws.h: ws.c and ws-bus.c, WebSocket over an HTTP/1.1 connection (RFC 6455; SPEC WS1-WS4): the
  * upgrade's checks and the 101, the protocol a connection switches to (struct m0_proto_ops),
  * wslay's event context over the connection's transport, the bounds, the drain, and the bus's
  * events as text messages. The framing is wslay's; m0 has none of its own. */
@@ -43,7 +43,7 @@ struct m0_ws {
         bool ended;            /* on_close ran: it is done with its connection */
         bool drain;            /* the stop: 1001 once what is queued is out (WS4) */
         bool close_wait;       /* its Close is out: waiting for the client's */
-        bool bus;              /* it follows channels */
+        bool bus;              /* it follows channels (WS2) */
         uint64_t cursor;       /* ... the newest event id it has, sent or passed over */
 };
 
@@ -60,13 +60,13 @@ extern const struct m0_proto_ops m0__proto_ws;
  * inside wslay. */
 int m0__ws_queue(struct m0_ws *ws, uint8_t op, const void *data, size_t len);
 
-/* ---- ws-bus.c: the bus's events as text messages ---- */
+/* ---- ws-bus.c: the bus's events as text messages (WS2) ---- */
 
 /* The WebSocket's channels into its loop's index, and its replay after `last_event_id` (N2,
  * AP2) queued as messages. 0 or -errno (it is then closed 1011). */
-int m0__ws_follow(struct m0_ws *ws, const m0_req *req, const m0_res *res);
-/* One of the bus's frames to `ws` unless its cursor has passed it. False once it is closing. */
-bool m0__ws_event(struct m0_ws *ws, const struct m0_frame *f);
+int m0__ws_follow(struct m0_ws *ws, m0_req *req, const m0_res *res);
+/* One of the bus's frames to `ws` unless its cursor has passed it: 1 when queued, else 0. */
+int m0__ws_event(struct m0_ws *ws, const struct m0_frame *f);
 /* Its channels out of the loop's index. */
 void m0__ws_unfollow(struct m0_ws *ws);
 

@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: MIT
-"""WebSocket (SPEC WS1, WS3, WS4, WS5): the upgrade's checks and the 101, a real client's echo
+"""WebSocket (SPEC WS1-WS5): the upgrade's checks and the 101, a real client's echo
 and close codes (python3-websockets), the case table of raw frames after Autobahn's sections,
 each citing RFC 6455 (frames built byte by byte, the server's read with python3-wsproto), the
 bounds (message size, fragments, UTF-8, the output bound, pings and the idle bound, Origin) and
 the drain."""
 
 import asyncio
+import json
 import signal
 
 from m0test import Server, check, eq
@@ -306,3 +307,121 @@ def test_WS4_sigterm_closes_1001_exit_0():
         eq(echo.expect_close(), (1001, "server shutting down"), "the echo's close at the drain")
         eq(s.wait_exit(6), 0, "exit status after the drain")
         s.wait_log(r"ws_check: echo closed 1001$")
+
+
+# ---- WS2: the bus's events as messages; the proof with counter ----
+
+def _post(s, path):
+    c = s.connect()
+    r = c.exchange("POST", path)
+    c.close()
+    eq(r.status, 204, f"POST {path}")
+    return int(r.header("x-event-id"))
+
+
+def test_WS2_counter_ws_proof():
+    async def run(s):
+        base = f"ws://{s.tcp_addr[0]}:{s.tcp_addr[1]}"
+        async with websockets.connect(f"{base}/ws?counter=proof") as ws:
+            ids = [_post(s, "/increment?counter=proof") for _ in range(3)]
+            got = [json.loads(await ws.recv()) for _ in range(3)]
+            eq([m["id"] for m in got], ids, "three messages with the POSTs' ids")
+            check(ids[0] < ids[1] < ids[2], f"ids not rising: {ids}")
+            eq([json.loads(m["data"])["value"] for m in got], [1, 2, 3], "values")
+            eq({(m["channel"], m["event"]) for m in got}, {("counter:proof", "value")},
+               "channel and event")
+            eq(set(got[0]), {"id", "channel", "event", "data"}, "the message's members")
+        # a reconnect with the first one's id gets the other two, then the live ones, none twice
+        async with websockets.connect(f"{base}/ws?counter=proof&last_event_id={ids[0]}") as ws:
+            again = [json.loads(await ws.recv()) for _ in range(2)]
+            eq([m["id"] for m in again], ids[1:], "the replay after last_event_id")
+            fourth = _post(s, "/increment?counter=proof")
+            m = json.loads(await ws.recv())
+            eq((m["id"], json.loads(m["data"])["value"]), (fourth, 4), "live after the replay")
+        # /ws follows every counter
+        async with websockets.connect(f"{base}/ws") as ws:
+            a = _post(s, "/increment?counter=other")
+            m = json.loads(await ws.recv())
+            eq((m["id"], m["channel"]), (a, "counter:other"), "/ws: every counter's events")
+        # Origin: a foreign one is 403 before the upgrade, the Host's own is 101
+        try:
+            async with websockets.connect(f"{base}/ws", origin="http://evil.example"):
+                raise AssertionError("a foreign Origin was upgraded")
+        except websockets.InvalidStatusCode as e:
+            eq(e.status_code, 403, "a foreign Origin")
+        async with websockets.connect(f"{base}/ws", origin=f"http://{s.tcp_addr[0]}:{s.tcp_addr[1]}"):
+            pass
+        # a text message over 1 MiB is closed 1009
+        async with websockets.connect(f"{base}/ws?counter=proof") as ws:
+            await ws.send("x" * ((1 << 20) + 1))
+            try:
+                await ws.recv()
+                raise AssertionError("no close past 1 MiB")
+            except websockets.ConnectionClosed as e:
+                eq(e.rcvd.code, 1009, "a message over 1 MiB")
+
+    with Server("counter") as s:
+        s.wait_ready()
+        asyncio.run(run(s))
+        # text that is not UTF-8 is closed 1007
+        ws = _raw(s, "/ws?counter=proof")
+        ws.send(frame(TEXT, b"\xc3\x28"))
+        eq(ws.expect_close()[0], 1007, "a text message that is not UTF-8")
+        # SIGTERM closes 1001 and the process exits 0
+        ws = _raw(s, "/ws?counter=proof")
+        s.send_signal(signal.SIGTERM)
+        eq(ws.expect_close(), (1001, "server shutting down"), "the close at SIGTERM")
+        eq(s.wait_exit(6), 0, "exit status")
+
+
+def test_WS2_gap_before_the_kept_events():
+    with Server("ws_check", env={"M0_REPLAY_PER_CHANNEL": 2}) as s:
+        s.wait_ready()
+        c = s.connect()
+        ids = []
+        for i in range(4):
+            r = c.exchange("POST", "/publish?channel=room:1", body=f"m{i}".encode())
+            eq(r.status, 200, "publish")
+            ids.append(r.json()["id"])
+        ws = _raw(s, f"/follow?channel=room:1&last_event_id={ids[0]}")
+        op, gap = ws.message()
+        eq(op, TEXT, "the gap's message")
+        gap = json.loads(gap)
+        eq((gap["id"], gap["channel"], gap["event"]), (None, "room:1", "m0-gap"), "AP2's gap")
+        eq(json.loads(gap["data"]), {"channel": "room:1", "oldest": ids[2]}, "the gap's data")
+        kept = [json.loads(ws.message()[1]) for _ in range(2)]
+        eq([(m["id"], m["data"], m["event"]) for m in kept],
+           [(ids[2], "m2", "message"), (ids[3], "m3", "message")], "the kept events after it")
+
+
+# ---- the metrics: open, messages each way, closes by code ----
+
+def test_WS1_metrics():
+    from test_metrics import METRICS_SOCKETS, scrape
+
+    def samples(s):
+        st, _, body = scrape(s, accept=None)
+        eq(st, 200, "the scrape")
+        return {ln.rsplit(" ", 1)[0]: ln.rsplit(" ", 1)[1] for ln in body.splitlines()
+                if ln.startswith("m0_websocket")}
+
+    with Server("ws_check", sockets=METRICS_SOCKETS) as s:
+        s.wait_ready()
+        ws = _raw(s)
+        for m in (b"one", b"two"):
+            ws.send(frame(TEXT, m))
+            eq(ws.message(), (TEXT, m), "echo")
+        got = samples(s)
+        eq(got.get('m0_websockets{loop="0"}'), "1", f"open: {got}")
+        eq(got.get('m0_websocket_messages_received_total{loop="0"}'), "2", f"in: {got}")
+        eq(got.get('m0_websocket_messages_sent_total{loop="0"}'), "2", f"out: {got}")
+        ws.send(frame(CLOSE, close_payload(1000)))
+        eq(ws.expect_close()[0], 1000, "the close")
+        big = _raw(s)
+        big.send(frame(TEXT, b"x" * ((1 << 20) + 1)))
+        eq(big.expect_close()[0], 1009, "past the message bound")
+        got = samples(s)
+        eq(got.get('m0_websockets{loop="0"}'), "0", f"open after the closes: {got}")
+        eq(got.get('m0_websocket_closes_total{loop="0",code="1000"}'), "1", f"1000: {got}")
+        eq(got.get('m0_websocket_closes_total{loop="0",code="1009"}'), "1", f"1009: {got}")
+        eq(got.get('m0_websocket_closes_total{loop="0",code="other"}'), "0", f"other: {got}")
