@@ -330,7 +330,7 @@ static void run_here(struct m0_conn *c, m0_req *req, m0_handler_fn fn, bool is_h
         m0__app_run(h->app, fn, req, &l->res, l->thread.state);
         m0__thread_request_set(h, NULL, NULL);
         l->res.req = NULL;
-        if (l->res.upgrade.begin) {
+        if (l->res.upgrade.begin && l->res.status < 400) { /* else the handler failed after */
                 upgrade(c, req, &l->res);
                 return;
         }
