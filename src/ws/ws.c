@@ -532,13 +532,22 @@ static void ws_timer(struct m0_conn *c)
         run(ws, false);
 }
 
-/* The stop (WS4): 1001 once its queued messages are out. */
+/* The stop (WS4): 1001 once its queued messages are out. A client that is not taking what it
+ * was sent is closed now, as a stream's is (X1): it reconnects like any other, and the drain
+ * does not wait for it past its bound. */
 static void ws_drain(struct m0_conn *c)
 {
         struct m0_ws *ws = c->up;
+        struct m0_hctx *l = ws->loop;
         ws->drain = true;
-        if (ws->opened && !ws->in_io)
-                run(ws, false);
+        if (!ws->opened || ws->in_io)
+                return;
+        run(ws, false);
+        if (c->up == ws && wslay_event_want_write(ws->ctx)) {
+                m0__count(&l->streams_unread, 1);
+                end(ws, 1006);
+                m0__conn_close(c);
+        }
 }
 
 static void ws_closed(struct m0_conn *c)

@@ -8,6 +8,7 @@ the drain."""
 import asyncio
 import json
 import signal
+import time
 
 from m0test import Server, check, eq
 from wstest import (BINARY, CLOSE, CONT, PING, PONG, SAMPLE_KEY, TEXT, RawWs, close_payload,
@@ -307,6 +308,19 @@ def test_WS4_sigterm_closes_1001_exit_0():
         eq(echo.expect_close(), (1001, "server shutting down"), "the echo's close at the drain")
         eq(s.wait_exit(6), 0, "exit status after the drain")
         s.wait_log(r"ws_check: echo closed 1001$")
+
+
+def test_WS4_a_client_not_reading_does_not_hold_the_drain():
+    with Server("ws_check", env={"M0_WS_MAX_QUEUED": 64 << 20}) as s:
+        s.wait_ready()
+        stuck = _raw(s, "/flood?n=200&size=65536", rcvbuf=4096)  # reads nothing
+        s.wait_log(r"loop 0: ws_check: flood stopped after 200 sends: 0$")
+        t0 = time.monotonic()
+        s.send_signal(signal.SIGTERM)
+        eq(s.wait_exit(6), 0, "exit status with a client that reads nothing")
+        check(time.monotonic() - t0 < 3, "the drain waited for a client that reads nothing")
+        s.wait_log(r"streams closed unread at the stop 1,")
+        stuck.close()
 
 
 # ---- WS2: the bus's events as messages; the proof with counter ----
