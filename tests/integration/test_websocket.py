@@ -253,6 +253,17 @@ def test_WS3_too_many_fragments():
         eq(ws.expect_close()[0], 1009, "the 4097th fragment of one message")
 
 
+def test_WS1_sends_from_another_thread_while_the_client_leaves():
+    with Server("ws_check", env={"M0_WS_MAX_QUEUED": 64 << 20}) as s:
+        s.wait_ready()
+        ws = _raw(s, "/flood?n=1000000&size=1&thread=1")
+        for _ in range(3):
+            eq(ws.message(), (BINARY, b"\0"), "a message from the app's thread")
+        ws.close()  # gone mid-flood: the thread's next sends are refused, nothing waits
+        s.wait_log(r"m0\[ws_check\]: ws_check: flood stopped after \d+ sends: -32$")
+        eq(s.stop(), 0, "exit status")
+
+
 # ---- WS3: the output bound, pings and the idle bound ----
 
 def test_WS3_slow_consumer_closed_1008():
