@@ -75,6 +75,13 @@ def test_WS1_handshake_refusals():
         c.send(f"GET /echo HTTP/1.0\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                f"Sec-WebSocket-Key: {SAMPLE_KEY}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode())
         eq(c.read_response().status, 400, "an HTTP/1.0 handshake")
+        # a plain GET: 426, and the connection goes on; a later refusal has no line of it
+        c = s.connect()
+        r = c.get("/echo")
+        eq((r.status, r.header("upgrade"), r.header("sec-websocket-version")),
+           (426, "websocket", "13"), "a GET without the upgrade")
+        r = c.get("/flood?n=x&size=1")
+        eq((r.status, r.header("sec-websocket-version")), (400, None), "the next refusal")
     with Server("ws_check", env={"M0_BLOCKING_THREADS": 1}) as s:
         s.wait_ready()
         # a WebSocket route on the pool is refused as a stream there is (P2)
