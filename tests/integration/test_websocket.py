@@ -7,6 +7,9 @@ the drain."""
 
 import asyncio
 import json
+import os
+import shutil
+import subprocess
 import signal
 import time
 
@@ -139,6 +142,21 @@ def test_WS1_websockets_client_echo_and_close():
         asyncio.run(run(s))
         s.wait_log(r"ws_check: echo closed 4001$")
         s.wait_log(r"ws_check: echo closed 1000$")
+
+
+def test_WS5_node_ws_client():
+    node = shutil.which("node")
+    check(node is not None, "no node (contrib/deps installs nodejs)")
+    root = subprocess.run(["npm", "root", "-g"], capture_output=True, text=True).stdout.strip()
+    check(os.path.isdir(os.path.join(root, "ws")), f"no ws in {root} (contrib/deps installs it)")
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ws_node.cjs")
+    with Server("ws_check") as s:
+        s.wait_ready()
+        p = subprocess.run([node, script, f"ws://127.0.0.1:{s.port}/echo"], capture_output=True,
+                           text=True, timeout=60, env={**os.environ, "NODE_PATH": root})
+        eq((p.returncode, p.stdout.splitlines()),
+           (0, ["text héllo", "binary 00ff01", "close 4001 bye now"]),
+           f"node ws: {p.stderr[-600:]}")
 
 
 def test_WS3_message_bounds_with_websockets():
