@@ -19,7 +19,8 @@
  * bus shared through PostgreSQL, where the database gives the id after the answer), and
  * `event: value`, `data: {"counter":"NAME","value":V}` on channel counter:NAME. NAME is 1-64 of
  * [a-z0-9_-], `default` when absent; anything else is 400. GET /events?counter=NAME follows that
- * channel, GET /events every counter's (counter:*); GET / the values as one JSON object, by name.
+ * channel, GET /events every counter's (counter:*), GET /ws the same as WebSocket messages; GET / the
+ * values as one JSON object, by name.
  * At most M0_COUNTER_MAX (1000) counters: a POST that would make one more is 507.
  */
 
@@ -180,6 +181,24 @@ static int index_page(m0_req *req, m0_res *res, void *state)
         return r;
 }
 
+/* GET /ws?counter=NAME (every counter's without it): the same events as a WebSocket's text
+ * messages, {"id": N, "channel": "counter:NAME", "event": "value", "data": "…"}, resumed after
+ * the query's last_event_id (SPEC WS2). */
+static int websocket(m0_req *req, m0_res *res, void *state)
+{
+        (void)state;
+        int r = app_where(req, res);
+        if (r < 0)
+                return r;
+        const char *q = m0_req_query(req, "counter");
+        if (q && !name_ok(q))
+                return bad_name(res);
+        char channel[NAME_MAX_LEN + 16];
+        snprintf(channel, sizeof(channel), "counter:%s", q ? q : "*");
+        r = m0_res_subscribe(res, channel);
+        return r < 0 ? r : m0_res_websocket(res, NULL, NULL);
+}
+
 static int check(char *finding, size_t flen, char *fix, size_t xlen)
 {
         long max = app_env_long("M0_COUNTER_MAX", 1000, LONG_MIN);
@@ -192,11 +211,9 @@ static int check(char *finding, size_t flen, char *fix, size_t xlen)
 }
 
 static const m0_route routes[] = {
-        {"GET", "/", index_page, 0},
-        {"POST", "/increment", increment, 0},
-        {"POST", "/decrement", decrement, 0},
-        {"GET", "/events", events, 0},
-        {NULL, NULL, NULL, 0},
+        {"GET", "/", index_page, 0},          {"POST", "/increment", increment, 0},
+        {"POST", "/decrement", decrement, 0}, {"GET", "/events", events, 0},
+        {"GET", "/ws", websocket, 0},         {NULL, NULL, NULL, 0},
 };
 
 static const m0_app app = {

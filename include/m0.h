@@ -121,6 +121,13 @@ typedef struct m0_route {
          * "public, max-age=31536000, immutable".
          */
         const char *cache_control;
+        /**
+         * The origins a WebSocket on this route accepts (WS3), NULL-terminated: exact
+         * `Origin` values ("https://app.example"), or the one entry "*" (any). NULL: an `Origin`
+         * whose host and port are not the request's `Host` is refused 403 before the upgrade
+         * (cross-site WebSocket hijacking); a request without `Origin` (no browser) is taken.
+         */
+        const char *const *ws_origins;
 } m0_route;
 
 /**
@@ -537,6 +544,74 @@ M0_EXPORT int64_t m0_publish(const char *channel, const char *event, const char 
 
 /** The id of the newest event published so far (0 before the first). Any thread. */
 M0_EXPORT uint64_t m0_bus_last_id(void);
+
+/* --- WebSocket (SPEC WS1-WS4; RFC 6455 over HTTP/1.1, framed by wslay) --- */
+
+/**
+ * One WebSocket. Owned by the host; valid in its callbacks, and until on_close returns. A thread
+ * that keeps it longer (to send from a pool thread or the producer) holds a reference:
+ * m0_ws_ref() before it leaves the callback, m0_ws_unref() when done; sends after the close
+ * then return -EPIPE.
+ */
+typedef struct m0_ws m0_ws;
+
+/** A message's kind: m0_ws_callbacks.on_message's `type` and m0_ws_send()'s. */
+enum {
+        M0_WS_TEXT = 1,   /**< UTF-8 text (checked on the way in: invalid text is closed 1007) */
+        M0_WS_BINARY = 2, /**< bytes */
+};
+
+/**
+ * What a WebSocket calls, each on the loop that owns its connection, with the `state` given to
+ * m0_res_websocket(). Every member may be NULL.
+ */
+typedef struct m0_ws_callbacks {
+        /** The 101 is queued: the WebSocket is open. Sends made here follow it. */
+        void (*on_open)(m0_ws *ws, void *state);
+        /** One whole message (fragments joined, at most M0_WS_MAX_MESSAGE bytes; text is
+         *  UTF-8). `data` is valid during the call. */
+        void (*on_message)(m0_ws *ws, int type, const void *data, size_t len, void *state);
+        /** The WebSocket ended, once: `code` is the close code the client sent, or the one m0
+         *  sent (1001 at the drain, 1002, 1007, 1008, 1009), or 1006 when the connection was
+         *  lost without one. Free what `state` holds for it here. */
+        void (*on_close)(m0_ws *ws, int code, void *state);
+} m0_ws_callbacks;
+
+/**
+ * Accept this request as a WebSocket (WS1), after the host's checks of RFC 6455 4.2.1: GET,
+ * HTTP/1.1, `Upgrade: websocket`, `Connection: Upgrade`, a `Sec-WebSocket-Key` of 16 bytes in
+ * base64 and `Sec-WebSocket-Version: 13`, and the route's origins (m0_route.ws_origins). When
+ * the handler returns, the host answers 101 (with the headers the handler added) and the
+ * connection speaks WebSocket; the channels the handler followed with m0_res_subscribe() come
+ * as text messages. Returns 0; or -EPROTO, for the handler to return, and the host answers its
+ * refusal: 400 (not a WebSocket handshake), 426 with `Sec-WebSocket-Version: 13` (no upgrade
+ * asked, or another version), 403 (a foreign Origin); -EPERM on a pool thread (the host answers
+ * 409 whatever the handler returns); -EIO when the handshake's digest cannot be made. `cb` may
+ * be NULL (a WebSocket that only follows channels); it and `state` must outlive the WebSocket.
+ * The loop's thread, in a handler.
+ */
+M0_EXPORT int m0_res_websocket(m0_res *res, const m0_ws_callbacks *cb, void *state);
+
+/**
+ * Send one message of `type` (M0_WS_TEXT, M0_WS_BINARY), `len` bytes copied. Any thread: from
+ * another than the WebSocket's loop it goes through that loop's mailbox, in order. 0; -EPIPE
+ * once the WebSocket is closing or closed; -ENOBUFS when it would pass the output bound
+ * (M0_WS_MAX_QUEUED: the WebSocket is then closed 1008, as a slow consumer); -EINVAL for a bad
+ * type; -ENOMEM.
+ */
+M0_EXPORT int m0_ws_send(m0_ws *ws, int type, const void *data, size_t len);
+
+/**
+ * Close with `code` (1000-1003, 1007-1011, or 3000-4999) and `reason` (UTF-8, at most 123
+ * bytes; NULL for none), after the messages already sent. Any thread. 0; -EINVAL for a code or
+ * reason RFC 6455 does not allow; -EPIPE when it is closing already; -ENOMEM.
+ */
+M0_EXPORT int m0_ws_close(m0_ws *ws, int code, const char *reason);
+
+/** Keep `ws` past its on_close (any thread). */
+M0_EXPORT void m0_ws_ref(m0_ws *ws);
+/** Let go of a reference m0_ws_ref() took (any thread). Accepts NULL. */
+M0_EXPORT void m0_ws_unref(m0_ws *ws);
 
 /* --- Logging (SPEC J1) --- */
 

@@ -74,6 +74,9 @@ struct m0_config {
         uint32_t replay_bytes;
         uint32_t stream_max_channels; /* N1 */
         uint32_t sse_retry_ms;        /* H9 */
+        uint32_t ws_max_message;      /* WS3: a message's bytes (1009 past it) */
+        uint32_t ws_max_queued;       /* WS3: a WebSocket's unsent bytes (1008 past it) */
+        uint32_t ws_ping_ms;          /* WS3: pings, 0 = none */
         uint32_t bus_ready_ms;        /* G3: the start's wait for a shared bus's database */
         /* TL1–TL6 (src/tls/): the certificate's and key's files ("" when off), the TLS port (0 =
          * none), and the bounds of the context and the handshakes */

@@ -230,6 +230,11 @@ static bool flush(struct m0_conn *c)
         }
         if (c->file.on && !send_file(c))
                 return false;
+        if (c->upgraded) {
+                /* the answer that switched is out: the new protocol goes on from here */
+                c->proto->writable(c);
+                return false;
+        }
         if (c->busy) {
                 /* Read nothing more until the pool answers: pipelined bytes wait, in order. */
                 (void)set_events(c, 0);
@@ -279,6 +284,12 @@ static bool flush(struct m0_conn *c)
 static void keep_rest(struct m0_conn *c, char *base, size_t len, size_t pos)
 {
         int r;
+        if (c->upgraded) {
+                /* the new protocol's bytes, read behind the request that switched */
+                if (stash(c, base, pos, len, pos) < 0)
+                        m0__conn_close(c);
+                return;
+        }
         if (c->closing || c->stream) {
                 rbuf_release(c); /* a stream reads nothing more */
                 return;
@@ -750,3 +761,39 @@ const struct m0_proto_ops m0__proto_http1 = {
         .drain = h1_drain,
         .closed = m0__sse_unlink,
 };
+
+/* ---- a connection another protocol took over (WS1): what it needs of conn.c ---- */
+
+int m0__conn_want(struct m0_conn *c, uint32_t ev)
+{
+        return set_events(c, ev);
+}
+
+int m0__conn_write_out(struct m0_conn *c)
+{
+        if (c->out.len == c->out_off)
+                return 1;
+        ssize_t w = send_now(c, c->out.data + c->out_off, c->out.len - c->out_off);
+        if (w < 0)
+                return -1;
+        c->out_off += (size_t)w;
+        if (c->out_off < c->out.len) {
+                (void)set_events(c, EPOLLOUT);
+                if (w > 0 || c->timer.cls != M0_TIMER_WRITE)
+                        m0__wait_write(c); /* progress: the stall bound counts from here */
+                return 0;
+        }
+        m0__buf_free(&c->out);
+        c->out_off = 0;
+        return 1;
+}
+
+void m0__conn_downgrade_end(struct m0_conn *c)
+{
+        c->proto = &m0__proto_http1;
+        c->upgraded = false;
+        c->up = NULL;
+        rbuf_release(c);
+        m0__timer_unlink(c);
+        m0__conn_end(c);
+}

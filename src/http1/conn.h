@@ -20,6 +20,7 @@
 #include "loop.h"
 #include "transport.h"
 
+struct m0_frame;
 struct m0_host;
 struct m0_job;
 struct m0_res;
@@ -49,6 +50,9 @@ struct m0_proto_ops {
         void (*timer)(struct m0_conn *c);    /* the connection's timer fired */
         void (*drain)(struct m0_conn *c);    /* the stop: finish what is in flight, then close */
         void (*closed)(struct m0_conn *c);   /* the connection is closing: let go of the loop */
+        /* Optional: one of the bus's frames for a connection of this protocol that follows
+         * channels (a WebSocket, WS2) rather than being a stream; 1 when it was sent, else 0. */
+        int (*event)(struct m0_conn *c, const struct m0_frame *f);
 };
 
 /* HTTP/1.1 (conn.c). */
@@ -124,6 +128,12 @@ struct m0_conn {
         uint64_t stamp;       /* the loop's delivery it was last offered a frame in */
         struct m0_link slink; /* on loop->streams */
         struct m0_treplay *treplay; /* waiting for its replay from the table (D95), or NULL */
+
+        /* Upgraded (WS1): its protocol is another (WebSocket, src/ws/), which `up` is the state
+         * of; HTTP/1.1 parses nothing more, and the bytes read behind the request that switched
+         * wait in rbuf from rpos for the new protocol. */
+        bool upgraded;
+        void *up;
 };
 
 /* A parser callback answered the request itself, then stopped the parser. */
@@ -159,6 +169,14 @@ void m0__conn_resume(struct m0_conn *c);
 /* The answer whose head was just queued in the loop's wbuf has res's file as its body (SF2):
  * `c` takes the file from `res` and sends it after the head, parsing nothing more meanwhile. */
 void m0__conn_file_begin(struct m0_conn *c, struct m0_res *res);
+
+/* For a protocol that upgraded the connection: wait for `ev` (EPOLLIN, EPOLLOUT, both or none)
+ * as the transport needs; write what `out` holds (1 all of it is out, 0 the socket is full and
+ * EPOLLOUT is asked for, -1 the connection is closed); and hand it back to HTTP/1.1 to close
+ * (linger, then close) once the other protocol is done with it. */
+int m0__conn_want(struct m0_conn *c, uint32_t ev);
+int m0__conn_write_out(struct m0_conn *c);
+void m0__conn_downgrade_end(struct m0_conn *c);
 
 /* ---- deadlines.c: the connection's deadlines, filed in the loop's timer lists (D6, D53) ---- */
 

@@ -300,6 +300,18 @@ static void begin_stream(struct m0_conn *c, const m0_req *req, const m0_res *res
                 note(c, M0_ANSWER_STREAM, req, 200, l->wbuf.len - mark, 0, false);
 }
 
+/* The handler accepted an upgrade (WS1): its protocol writes the 101 and takes the connection,
+ * which parses no more HTTP/1.1; counted and logged as its request's answer. */
+static void upgrade(struct m0_conn *c, m0_req *req, m0_res *res)
+{
+        struct m0_hctx *l = c->loop;
+        size_t mark = l->wbuf.len;
+        res->upgrade.begin(c, req, res);
+        if (l->observe || l->host->cfg.access_log == M0_ACCESS_LINE)
+                note(c, M0_ANSWER_HANDLER, req, c->upgraded ? 101 : 500, l->wbuf.len - mark, 0,
+                     false);
+}
+
 /* Hand the request to the loop's pool (P1). False when there is no memory for the job: it is
  * then answered on the loop rather than not at all. */
 static bool to_pool(struct m0_conn *c, const m0_req *req, m0_handler_fn fn, bool is_head,
@@ -325,9 +337,16 @@ static void run_here(struct m0_conn *c, m0_req *req, m0_handler_fn fn, bool is_h
         struct m0_hctx *l = c->loop;
         struct m0_host *h = l->host;
         m0__res_reset(&l->res);
+        l->res.req = req;
+        l->res.upgrade.begin = NULL;
         m0__thread_request_set(h, req->method, req->path);
         m0__app_run(h->app, fn, req, &l->res, l->thread.state);
         m0__thread_request_set(h, NULL, NULL);
+        l->res.req = NULL;
+        if (l->res.upgrade.begin && l->res.status < 400) { /* else the handler failed after */
+                upgrade(c, req, &l->res);
+                return;
+        }
         if (!l->res.stream || is_head) {
                 answer(c, req, &l->res, is_head, conn, false);
                 return;
@@ -366,6 +385,7 @@ void m0__conn_dispatch(struct m0_conn *c)
         req->body_len = c->body.len;
         req->loop = l->index;
         req->thread = -1;
+        req->http_minor = (uint8_t)c->parser.http_minor;
         /* H7: an HTTP/1.0 connection is kept only when it asked, and then says so. */
         enum m0_conn_mode conn = !keep                       ? M0__CONN_CLOSE
                                  : c->parser.http_minor == 0 ? M0__CONN_KEEP_ALIVE

@@ -230,8 +230,9 @@ static void log_failure(const m0_req *req, int r)
 void m0__error_handler_failed(const m0_app *app, void *state, m0_req *req, m0_res *res, int r)
 {
         if (req->refusal.err != 0 && req->refusal.err == r) {
-                (void)m0__error_fill(app, state, req, req->refusal.status, req->refusal.detail,
-                                     NULL, 0, res);
+                const char *h = req->refusal.headers;
+                (void)m0__error_fill(app, state, req, req->refusal.status, req->refusal.detail, h,
+                                     h ? strlen(h) : 0, res);
                 return;
         }
         log_failure(req, r);

@@ -37,6 +37,7 @@ enum m0_timer_class {
         M0_TIMER_WRITE,  /* output blocked: idle_timeout_ms since last progress */
         M0_TIMER_DRAIN,  /* idle when the stop came: a request on its way is still answered */
         M0_TIMER_LINGER, /* closing: drain the client's bytes for a while */
+        M0_TIMER_WS,     /* an open WebSocket: its next ping, or its idle bound (src/ws/) */
         M0_TIMER_N,
 };
 _Static_assert(M0_TIMER_N <= M0_TIMER_CLASSES, "the loop keeps M0_TIMER_CLASSES classes");

@@ -207,7 +207,7 @@ size_t m0__conn_parse(struct m0_conn *c, char *base, size_t len, size_t pos)
         l->cur_len = len;
         l->cur_conn = c;
         /* A file answer's body goes out before anything behind it is parsed (SF2). */
-        while (pos < len && !c->closing && !c->busy && !c->stream && !c->file.on) {
+        while (pos < len && !c->closing && !c->busy && !c->stream && !c->file.on && !c->upgraded) {
                 if (l->wbuf.len >= cfg->max_output_bytes || !slice_goes_on(l))
                         break;
                 size_t from = pos;
@@ -248,9 +248,10 @@ size_t m0__conn_parse(struct m0_conn *c, char *base, size_t len, size_t pos)
                         m0__conn_refuse(c, c->err_status ? c->err_status : 400);
                 pos = len;
         }
-        if (c->closing || c->busy || c->stream) {
+        if (c->closing || c->busy || c->stream || c->upgraded) {
                 l->cur_conn = NULL;
-                return c->busy ? pos : len;
+                /* an upgraded connection's bytes after the request are the new protocol's */
+                return c->busy || c->upgraded ? pos : len;
         }
         /* Heads still arriving: 414 for a request line past the URI bound, 431 past the head bound. */
         if (c->phase == PH_HEAD && c->req_started) {

@@ -270,6 +270,7 @@ int m0__req_refuse(m0_req *req, int err, int status, const char *fmt, ...)
         req->scratch = true;
         req->refusal.err = err;
         req->refusal.status = status;
+        req->refusal.headers = NULL;
         return err;
 }
 

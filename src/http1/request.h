@@ -25,6 +25,7 @@ struct m0_req_refusal {
         int err;    /* the -errno the helper returned; 0: none */
         int status; /* the answer it stands for: 400, 415 */
         char detail[256];
+        const char *headers; /* "Name: value\r\n" lines the answer carries (a 426's), or NULL */
 };
 
 struct m0_req {
@@ -38,6 +39,7 @@ struct m0_req {
         size_t body_len;
         int loop;
         int thread;
+        uint8_t http_minor;      /* HTTP/1.x's x */
         unsigned json_max_depth; /* M0_JSON_MAX_DEPTH, copied in when the request is made */
         /* Made by the helpers a handler calls, and ended by m0__req_end() when it returns. */
         bool scratch;        /* one of the below is set */

@@ -9,7 +9,18 @@
 #include "buf.h"
 #include "m0.h"
 
+struct m0_conn;
 struct m0_hctx;
+
+/* An upgrade the handler accepted (m0_res_websocket(), src/ws/): instead of answering, dispatch
+ * hands the connection to `begin`, which writes the 101 and switches its protocol. Set on the
+ * loop only; cleared before each handler runs. */
+struct m0_upgrade {
+        void (*begin)(struct m0_conn *c, m0_req *req, m0_res *res);
+        const void *cb; /* the protocol's callbacks, and their state */
+        void *state;
+        char accept[32]; /* Sec-WebSocket-Accept */
+};
 
 struct m0_res {
         bool stream;         /* m0_res_stream() or m0_res_subscribe() was called on a loop */
@@ -30,6 +41,8 @@ struct m0_res {
                 int fd;
                 uint64_t off, len;
         } file;
+        m0_req *req; /* the request being answered on the loop (NULL on a pool thread) */
+        struct m0_upgrade upgrade;
 };
 
 /* What an answer says of its connection (H1, H7). */

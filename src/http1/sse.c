@@ -75,10 +75,8 @@ static void link_stream(struct m0_hctx *l, struct m0_conn *c)
                 m0__count(&l->stats.streams_open, 1);
 }
 
-void m0__sse_unlink(struct m0_conn *c)
+void m0__sse_unfollow(struct m0_conn *c)
 {
-        if (!c->stream)
-                return;
         struct m0_hctx *l = c->loop;
         for (uint16_t i = 0; i < c->nsubs; i++) {
                 struct m0_follow *f = m0__subs_remove(&l->subs, &c->subs[i]);
@@ -91,6 +89,14 @@ void m0__sse_unlink(struct m0_conn *c)
         free(c->subs);
         c->subs = NULL;
         c->nsubs = 0;
+}
+
+void m0__sse_unlink(struct m0_conn *c)
+{
+        if (!c->stream)
+                return;
+        struct m0_hctx *l = c->loop;
+        m0__sse_unfollow(c);
         if (c->treplay) {
                 /* Its answer may still come: it finds no stream, and is freed. */
                 m0__fvec_free(&c->treplay->held);
@@ -195,6 +201,31 @@ static int follow_all(struct m0_conn *c, const m0_res *res, bool replay, uint64_
         c->seq = ret->seq;
         c->cursor = ret->last;
         return r;
+}
+
+static void note_ahead(struct m0_hctx *l, uint64_t after, uint64_t last);
+
+int m0__sse_follow(struct m0_conn *c, const m0_res *res, bool replay, uint64_t after,
+                   struct m0_fvec *got, const struct m0_gap_sink *gaps)
+{
+        struct m0_hctx *l = c->loop;
+        struct m0_subscribed sub = {0};
+        int r = follow_all(c, res, replay, after, got, gaps, &sub);
+        if (r == 0 && sub.table)
+                r = -EOPNOTSUPP; /* a shared bus's table: a stream's replay alone asks it (D192) */
+        if (r < 0) {
+                m0__sse_unfollow(c);
+                m0__fvec_free(got);
+                return r;
+        }
+        if (sub.ahead && l->host->bus.shared)
+                c->cursor = after;
+        else if (sub.ahead)
+                note_ahead(l, after, c->cursor);
+        m0__fvec_sort(got);
+        if (l->observe & M0_OBSERVE_METRICS)
+                m0__count(&l->stats.replayed, got->n);
+        return 0;
 }
 
 /* A Last-Event-ID past the newest id (N3): counted, and said at most once a second per loop. */
@@ -416,6 +447,11 @@ static void close_if_behind(void *ud, struct m0_sub *sub)
         struct m0_conn *c = sub->c;
         if (c->cursor >= bh->last)
                 return; /* opened after the refused frames: it has them already */
+        if (c->upgraded) {
+                m0__conn_close(c); /* a WebSocket: its client reconnects with its last id */
+                bh->closed++;
+                return;
+        }
         m0__sse_unlink(c);
         m0__conn_end(c);
         bh->closed++;
@@ -611,7 +647,9 @@ static void deliver_one(void *ud, struct m0_sub *sub)
         if (c->stamp == d->stamp)
                 return; /* it follows this channel through another key too */
         c->stamp = d->stamp;
-        if (c->treplay)
+        if (c->upgraded)
+                d->sent += (uint64_t)c->proto->event(c, f);
+        else if (c->treplay)
                 hold(c, f);
         else
                 (void)send_frame(c, f, &d->sent);

@@ -38,6 +38,19 @@ void m0__sse_heartbeat(struct m0_hctx *l);
 void m0__sse_farewell(struct m0_hctx *l);
 /* `c` stops being one of its loop's streams (it is closing). */
 void m0__sse_unlink(struct m0_conn *c);
+/*
+ * A connection of another protocol (a WebSocket, WS2) follows res's channels as a stream does
+ * (N1): into the loop's index, its cursor set, and when `replay` the kept frames of them after
+ * `after` (N2) into `got`, sorted, after a call of `gaps` for each channel that gave up events
+ * past `after` (AP2). Frames then reach it through its protocol's `event`. 0, or -errno with
+ * nothing followed (-EOPNOTSUPP on a shared bus whose table would have to replay).
+ */
+struct m0_fvec;
+struct m0_gap_sink;
+int m0__sse_follow(struct m0_conn *c, const m0_res *res, bool replay, uint64_t after,
+                   struct m0_fvec *got, const struct m0_gap_sink *gaps);
+/* Its channels out of the loop's index. */
+void m0__sse_unfollow(struct m0_conn *c);
 /* The bus's wake-up (any thread): flag each loop of `mask` once, and poke its mailbox. */
 void m0__bus_wake_loops(void *ud, const uint64_t *mask);
 

@@ -342,6 +342,31 @@ static void streams(struct out *o, struct m0_host *h)
                 }
 }
 
+/* WebSockets (WS1-WS4): open, messages each way, and how they ended, by close code. */
+static void websockets(struct out *o, struct m0_host *h)
+{
+        per_loop(o, h, "m0_websockets", GAUGE, NULL, "WebSockets open.", LOOP_FIELD(stats.ws_open));
+        per_loop(o, h, "m0_websocket_messages_received", COUNTER, NULL,
+                 "WebSocket messages read whole from clients.", LOOP_FIELD(stats.ws_in));
+        per_loop(o, h, "m0_websocket_messages_sent", COUNTER, NULL,
+                 "WebSocket messages queued to clients: the app's and the bus's events.",
+                 LOOP_FIELD(stats.ws_out));
+        family(o, "m0_websocket_closes", COUNTER, NULL,
+               "WebSockets ended, by the close code that ended them (the client's or m0's; "
+               "1006: the connection was lost without one).");
+        for (int i = 0; i < h->nloops; i++)
+                for (unsigned k = 0; k < M0__WS_CODES; k++) {
+                        char lb[64];
+                        if (k < M0__WS_CODES - 1)
+                                snprintf(lb, sizeof(lb), "loop=\"%d\",code=\"%u\"", i,
+                                         (unsigned)m0__ws_codes[k]);
+                        else
+                                snprintf(lb, sizeof(lb), "loop=\"%d\",code=\"other\"", i);
+                        sample(o, "m0_websocket_closes", "_total", lb,
+                               m0__counter_read(&h->loops[i].stats.ws_closed[k]));
+                }
+}
+
 static void bus(struct out *o, struct m0_host *h)
 {
         struct m0_bus_stats bs = {0};
@@ -495,6 +520,7 @@ int m0__metrics_render(struct m0_host *h, enum m0_metrics_format f, struct m0_bu
                   LOOP_FIELD(stats.duration));
         connections(&o, h);
         streams(&o, h);
+        websockets(&o, h);
         bus(&o, h);
         pool(&o, h);
         access_log(&o, h);

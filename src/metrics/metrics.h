@@ -107,6 +107,18 @@ static inline void m0__histogram_note(struct m0_histogram *h, uint64_t us)
  * by the loop's own thread only, and only while the metrics are on (a metrics socket or
  * M0_METRICS), read by the metrics thread at each scrape.
  */
+/* The close codes the metrics name (WS1-WS4); any other is counted as "other". */
+#define M0__WS_CODES 9
+static const uint16_t m0__ws_codes[M0__WS_CODES - 1] = {1000, 1001, 1002, 1006,
+                                                        1007, 1008, 1009, 1011};
+static inline unsigned m0__ws_code_index(unsigned code)
+{
+        for (unsigned i = 0; i < M0__WS_CODES - 1; i++)
+                if (m0__ws_codes[i] == code)
+                        return i;
+        return M0__WS_CODES - 1;
+}
+
 struct m0_loop_stats {
         m0_counter requests[M0__METHOD_CLASSES][M0__STATUS_CLASSES];
         struct m0_histogram duration;   /* from the read that brought a request's first byte */
@@ -114,7 +126,11 @@ struct m0_loop_stats {
         m0_counter conns_open;          /* a gauge */
         m0_counter streams_open;        /* a gauge */
         m0_counter delivered, replayed; /* event frames written to streams: live, replayed */
-        struct m0_histogram job;        /* pool jobs' run time on their pool thread */
+        m0_counter ws_open;             /* a gauge: open WebSockets */
+        m0_counter ws_in, ws_out;       /* WebSocket messages read whole, and queued to send */
+        m0_counter
+                ws_closed[M0__WS_CODES]; /* WebSockets ended, by close code (m0__ws_code_index) */
+        struct m0_histogram job;         /* pool jobs' run time on their pool thread */
         m0_counter journal_sent, journal_dropped; /* access log entries (M0_ACCESS_LOG=journal) */
 };
 

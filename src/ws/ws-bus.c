@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/* ws-bus.c: the bus's events as a WebSocket's text messages (WS2): the channels its handler
+ * followed, the replay after its `last_event_id` (N2, AP2), each event one JSON object
+ * {"id", "channel", "event", "data"}. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "bus.h"
+#include "conn.h"
+#include "host.h"
+#include "replay.h"
+#include "sse.h"
+#include "ws.h"
+
+/* The query's last_event_id: a browser's WebSocket cannot set a header. Digits, up to 2^64 - 1
+ * (a longer number is past every id, as Last-Event-ID's is, D48); anything else is absent. */
+static bool last_event_id(m0_req *req, uint64_t *ret)
+{
+        const char *v = m0_req_query(req, "last_event_id");
+        if (!v || !*v)
+                return false;
+        uint64_t x = 0;
+        for (const char *p = v; *p; p++) {
+                if (*p < '0' || *p > '9')
+                        return false;
+                unsigned d = (unsigned)(*p - '0');
+                x = x > (UINT64_MAX - d) / 10 ? UINT64_MAX : x * 10 + d;
+        }
+        *ret = x;
+        return true;
+}
+
+static int send_json(struct m0_ws *ws, json_t *j)
+{
+        char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        int r = text ? m0__ws_queue(ws, WSLAY_TEXT_FRAME, text, strlen(text)) : -ENOMEM;
+        free(text);
+        json_decref(j);
+        return r;
+}
+
+/* AP2: a channel gave up events past the client's last id; it is told before the kept ones, in
+ * a message with no id, as a stream's m0-gap event. Under the bus lock: only queued. */
+static void gap(void *ud, const char *name, size_t len, uint64_t oldest)
+{
+        struct m0_ws *ws = ud;
+        json_t *d = json_pack("{s:s%,s:I}", "channel", name, len, "oldest", (json_int_t)oldest);
+        char *data = d ? json_dumps(d, JSON_COMPACT) : NULL;
+        json_decref(d);
+        if (data)
+                (void)send_json(ws, json_pack("{s:n,s:s%,s:s,s:s}", "id", "channel", name, len,
+                                              "event", M0_EVENT_GAP, "data", data));
+        free(data);
+}
+
+int m0__ws_follow(struct m0_ws *ws, m0_req *req, const m0_res *res)
+{
+        uint64_t after = 0;
+        bool replay = last_event_id(req, &after);
+        struct m0_fvec got = {0};
+        ws->bus = true;
+        ws->in_io = true; /* the 101 is not out yet: what the replay queues waits for it */
+        int r = m0__sse_follow(ws->c, res, replay, after, &got,
+                               &(struct m0_gap_sink){.fn = gap, .ud = ws});
+        if (r < 0)
+                ws->bus = false;
+        /* the kept frames past `after`, in id order; the live ones then go on from the newest
+         * id the bus had when it followed, none twice (N2) */
+        uint64_t last = ws->c->cursor;
+        if (r == 0 && replay && after < last)
+                ws->c->cursor = after;
+        for (size_t i = 0; r == 0 && i < got.n; i++)
+                (void)m0__ws_event(ws, got.v[i]);
+        if (ws->c->cursor < last)
+                ws->c->cursor = last;
+        m0__fvec_free(&got);
+        ws->in_io = false;
+        return r;
+}
+
+/*
+ * One of the bus's frames, an event as streams get it ("id: N\nevent: T\ndata: …\n\n"), as its
+ * JSON object: the data's lines joined again with LF, the event `message` when it has no name
+ * (as EventSource reads it), the id null for a transient event.
+ */
+int m0__ws_event(struct m0_ws *ws, const struct m0_frame *f)
+{
+        struct m0_conn *c = ws->c;
+        if (f->transient ? f->seq < c->seq : c->cursor >= f->id)
+                return 0; /* before it followed, or sent already (N2) */
+        if (!f->transient)
+                c->cursor = f->id;
+        const char *p = f->bytes + f->start, *end = f->bytes + f->end;
+        const char *event = "message";
+        size_t en = 7;
+        char *data = malloc((size_t)(end - p) + 1);
+        size_t dn = 0;
+        if (!data)
+                return 0;
+        while (p < end) {
+                const char *e = memchr(p, '\n', (size_t)(end - p));
+                if (!e)
+                        break;
+                if (e - p >= 7 && !memcmp(p, "event: ", 7)) {
+                        event = p + 7;
+                        en = (size_t)(e - p - 7);
+                } else if (e - p >= 6 && !memcmp(p, "data: ", 6)) {
+                        if (dn)
+                                data[dn++] = '\n';
+                        memcpy(data + dn, p + 6, (size_t)(e - p - 6));
+                        dn += (size_t)(e - p - 6);
+                }
+                p = e + 1;
+        }
+        json_t *j = f->transient
+                            ? json_pack("{s:n,s:s%,s:s%,s:s%}", "id", "channel", f->chan,
+                                        (size_t)f->chan_len, "event", event, en, "data", data, dn)
+                            : json_pack("{s:I,s:s%,s:s%,s:s%}", "id", (json_int_t)f->id, "channel",
+                                        f->chan, (size_t)f->chan_len, "event", event, en, "data",
+                                        data, dn);
+        free(data);
+        return send_json(ws, j) == 0;
+}
+
+void m0__ws_unfollow(struct m0_ws *ws)
+{
+        if (ws->c)
+                m0__sse_unfollow(ws->c);
+        ws->bus = false;
+}
