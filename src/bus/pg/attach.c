@@ -139,8 +139,9 @@ int m0__shared_start(struct m0_host *h, char *err, size_t err_len)
                 .ud = h,
         };
         char why[700];
-        /* The module, and libpq with it, is mapped from here on only (D210); the checks found it
-         * already, so a failure here is a module that went away since. */
+        /* The module, and libpq with it, is mapped only when a database is named (D210). The
+         * check `bus` loaded it already and refuses (78) when it cannot; the load's first result
+         * is kept, so this one fails only where no check ran. */
         int r = m0__pgbus_load(why, sizeof(why));
         if (r < 0) {
                 snprintf(err, err_len, "bus: %s: install the package " M0__PGBUS_PACKAGE, why);
