@@ -288,6 +288,8 @@ static int server_build(struct m0_host *h)
                         .io.ready = mconn_ready, .timer.fire = mconn_expired, .h = h, .fd = -1};
         m->loop.turn_items = 32; /* events a turn takes, as the epoll batch it was */
         m->loop.turn_budget_ms = 10;
+        m->loop.wake_every_ms = 60000; /* nothing to do on a wake: it sleeps until a descriptor or
+                                          a deadline, as its own epoll loop did */
         int r = m0__loop_build(&m->loop);
         for (size_t i = 0; r == 0 && i < h->sockets.nmetrics; i++) {
                 m->listens[i] = (struct m0_mlisten){
