@@ -146,6 +146,7 @@ int m0__metrics_label_value(struct m0_buf *out, const char *v);
 
 /* ---- server.c: the thread answering GET /metrics ---- */
 
+struct m0_header;
 struct m0_mconn;
 struct m0_mlisten;
 
@@ -160,6 +161,7 @@ struct m0_metrics_server {
         struct m0_thread thread;
         struct m0_mlisten *listens; /* one per metrics listener */
         struct m0_mconn *conns;     /* metrics_max_connections slots */
+        struct m0_header *fields;   /* a head's fields, max_header_fields (the thread's) */
         size_t nconns;
         m0_counter scrapes;  /* GET /metrics answered 200; the metrics thread writes */
         m0_counter rejected; /* anything else answered, cut at the deadline, or shed at the limit */

@@ -192,9 +192,6 @@ static void on_readable(struct m0_host *h, struct m0_mconn *c, struct m0_header 
                 answer(h, c, st, &req);
 }
 
-/* The thread's scratch for a head's fields (max_header_fields of them). */
-static struct m0_header *fields;
-
 /* A connection's descriptor is ready: its answer's bytes go out, or the client's come in. */
 static void mconn_ready(struct m0_io *io, uint32_t events)
 {
@@ -204,7 +201,7 @@ static void mconn_ready(struct m0_io *io, uint32_t events)
         if (events & EPOLLOUT)
                 write_out(&c->h->metrics, c);
         else
-                on_readable(c->h, c, fields);
+                on_readable(c->h, c, c->h->metrics.fields);
 }
 
 /* Its deadline passed: slow to send its request, it gets a 408, as far as the socket takes it
@@ -262,14 +259,14 @@ static void *metrics_main(void *arg)
         struct m0_metrics_server *m = &h->metrics;
         m0__thread_identify(NULL, (m0_thread_kind)M0__THREAD_METRICS, -1, -1);
         (void)pthread_setname_np(pthread_self(), m->thread.name);
-        fields = calloc(h->cfg.max_header_fields, sizeof(*fields));
-        if (!fields)
+        m->fields = calloc(h->cfg.max_header_fields, sizeof(*m->fields));
+        if (!m->fields)
                 m0__log(M0_LOG_ERR, -1, NULL, "the metrics thread has no memory: no metrics");
-        while (fields && !m->stopped)
+        while (m->fields && !m->stopped)
                 if (m0__loop_run_once(&m->loop, m0__loop_timeout(&m->loop)) < 0)
                         break;
-        free(fields);
-        fields = NULL;
+        free(m->fields);
+        m->fields = NULL;
         m0__thread_forget();
         return NULL;
 }
