@@ -9,7 +9,7 @@
 
 #include "bus.h"
 #include "m0.h"
-#include "pgbus.h"
+#include "load.h"
 #include "fdstore-log.h"
 
 /*
@@ -507,7 +507,7 @@ int64_t m0__bus_publish(struct m0_bus *b, const char *channel, const char *event
         if (b->shared && !transient) {
                 /* The database gives the id; the event comes back through m0__bus_deliver like
                  * every other host's (D93). A stopped bus is no host running. */
-                r = m0__pgbus_publish(b->shared, channel, event, data ? data : "");
+                r = m0__pgbus_mod->publish(b->shared, channel, event, data ? data : "");
                 return r == -ESHUTDOWN ? -ENOTCONN : r;
         }
         struct m0_frame *f = frame_build(channel, cl, event, data ? data : "", dn, transient);

@@ -11,7 +11,7 @@
 
 #include "config.h"
 #include "json.h"
-#include "pgbus.h"
+#include "load.h"
 #include "util.h"
 
 enum knob_type {

@@ -10,7 +10,7 @@
 #include "activation.h"
 #include "preflight.h"
 #include "host.h"
-#include "pgbus.h"
+#include "load.h"
 #include "util.h"
 
 /* File descriptors the host needs beside its connections: listeners, epoll, mailboxes, logs,
@@ -170,7 +170,16 @@ static void check_bus(struct m0_host *h, struct m0_check *c)
                 return;
         }
         m0__pgbus_redact(uri, shown, sizeof(shown));
-        if (m0__pgbus_uri_check(uri, err, sizeof(err)) < 0) {
+        /* The module holds libpq: loaded here, when a database is named, and only then (D210). */
+        char why[700];
+        if (m0__pgbus_load(why, sizeof(why)) < 0) {
+                fail(c,
+                     "install the package " M0__PGBUS_PACKAGE " of libm0's version, or set "
+                     "M0_BUS to local",
+                     "%s='%.120s': %s", knob_named(h, "bus", "M0_BUS"), shown, why);
+                return;
+        }
+        if (m0__pgbus_mod->uri_check(uri, err, sizeof(err)) < 0) {
                 fail(c,
                      "set M0_BUS to local or a URI such as postgresql:///m0?host=/run/postgresql",
                      "%s='%.120s' is not a PostgreSQL connection URI: %.100s",
@@ -182,7 +191,7 @@ static void check_bus(struct m0_host *h, struct m0_check *c)
                 return;
         }
         char detail[600];
-        m0__pgbus_probe(uri, 3, detail, sizeof(detail));
+        m0__pgbus_mod->probe(uri, 3, detail, sizeof(detail));
         pass(c, "%.500s", detail);
 }
 

@@ -11,7 +11,7 @@
 #include "host.h"
 #include "head-checks.h"
 #include "metrics.h"
-#include "pgbus.h"
+#include "load.h"
 
 /* The histograms' buckets (m0__bucket_us, accesslog.c) as the `le` label shows them: seconds, in their shortest decimal form. */
 static const char *const bucket_le[M0__BUCKETS] = {
@@ -442,9 +442,9 @@ int m0__metrics_render_pgbus(struct m0_pgbus *pg, enum m0_metrics_format f, stru
 {
         struct out o = {.b = out, .om = f == M0_METRICS_OPENMETRICS};
         char state[600];
-        m0__pgbus_state(pg, state, sizeof(state));
+        m0__pgbus_mod->state(pg, state, sizeof(state));
         struct m0_pgbus_stats st;
-        m0__pgbus_stats(pg, &st);
+        m0__pgbus_mod->stats(pg, &st);
         static const char *const states[] = {"up", "connecting", "reconnecting", "refused"};
         family(&o, "m0_bus_database_state", STATESET, NULL,
                "The database bus's connection: up, connecting, reconnecting or refused.");

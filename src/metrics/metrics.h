@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "loop.h"
 #include "thread.h"
 
 struct m0_buf;
@@ -161,14 +162,22 @@ int m0__metrics_label_value(struct m0_buf *out, const char *v);
 
 /* ---- server.c: the thread answering GET /metrics ---- */
 
+struct m0_header;
 struct m0_mconn;
+struct m0_mlisten;
 
 /* The metrics thread's own state; the host holds one, unused when no listener is set up. Its
- * listeners are the host's (struct m0_sockets' `metrics`), which outlive it. */
+ * listeners are the host's (struct m0_sockets' `metrics`), which outlive it. It serves on an
+ * event loop of evloop/'s (D211): the listeners and connections are its descriptors, each
+ * connection's deadline its timer, the stop a message. */
 struct m0_metrics_server {
-        int epfd, stop_fd;
+        struct m0_loop loop;
+        bool built;   /* `loop` was prepared: m0__metrics_stop() destroys it */
+        bool stopped; /* the stop's message was handled (the metrics thread's) */
         struct m0_thread thread;
-        struct m0_mconn *conns; /* metrics_max_connections slots */
+        struct m0_mlisten *listens; /* one per metrics listener */
+        struct m0_mconn *conns;     /* metrics_max_connections slots */
+        struct m0_header *fields;   /* a head's fields, max_header_fields (the thread's) */
         size_t nconns;
         m0_counter scrapes;  /* GET /metrics answered 200; the metrics thread writes */
         m0_counter rejected; /* anything else answered, cut at the deadline, or shed at the limit */

@@ -1,13 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* server.c: the metrics thread: GET /metrics on the metrics sockets, one request per
  * connection, every connection bounded in number, bytes and time, so that no client of the
- * metrics port can reach a loop (O1, D79). */
+ * metrics port can reach a loop (O1, D79); served by an event loop of its own, evloop/'s (D211). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,8 +25,10 @@
  * --metrics-timeout-ms of its accept; past that it is closed wherever it is.
  */
 struct m0_mconn {
+        struct m0_io io;       /* in the metrics loop's epoll set while `fd` >= 0 */
+        struct m0_timer timer; /* its deadline, in the loop's one class (all have one bound) */
+        struct m0_host *h;
         int fd; /* -1: a free slot */
-        uint64_t deadline_ms;
         struct m0_head_reader rd;
         struct m0_buf in;
         struct m0_buf out;
@@ -35,14 +36,23 @@ struct m0_mconn {
         bool answered;
 };
 
-static uint64_t tag_stop;
-#define LISTENER_BIT UINT64_C(1)
+/* A metrics listener in the loop's epoll set. */
+struct m0_mlisten {
+        struct m0_io io;
+        struct m0_host *h;
+        int fd; /* the host's; it outlives the loop */
+};
+
+/* The one timer class of the metrics loop: every connection's deadline is --metrics-timeout-ms
+ * from its accept, so the class is a FIFO. */
+#define DEADLINE 1
 
 static void mconn_close(struct m0_metrics_server *m, struct m0_mconn *c)
 {
         if (c->fd < 0)
                 return;
-        (void)epoll_ctl(m->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+        m0__io_del(&m->loop, c->fd);
+        m0__timer_unfile(&m->loop, &c->timer);
         close(c->fd);
         c->fd = -1;
         m0__buf_free(&c->in);
@@ -53,8 +63,7 @@ static void mconn_close(struct m0_metrics_server *m, struct m0_mconn *c)
 
 static void set_events(struct m0_metrics_server *m, struct m0_mconn *c, uint32_t ev)
 {
-        struct epoll_event e = {.events = ev, .data.ptr = c};
-        (void)epoll_ctl(m->epfd, EPOLL_CTL_MOD, c->fd, &e);
+        (void)m0__io_mod(&m->loop, &c->io, c->fd, ev);
 }
 
 /* Send what the answer still holds; once it is out, shut the write side and wait for the
@@ -183,56 +192,65 @@ static void on_readable(struct m0_host *h, struct m0_mconn *c, struct m0_header 
                 answer(h, c, st, &req);
 }
 
-/* Take what the listener holds: into a free slot, or closed at once past the limit. */
-static void accept_some(struct m0_host *h, int lfd)
+/* A connection's descriptor is ready: its answer's bytes go out, or the client's come in. */
+static void mconn_ready(struct m0_io *io, uint32_t events)
 {
+        struct m0_mconn *c = M0__CONTAINER_OF(io, struct m0_mconn, io);
+        if (c->fd < 0)
+                return; /* closed earlier in this turn */
+        if (events & EPOLLOUT)
+                write_out(&c->h->metrics, c);
+        else
+                on_readable(c->h, c, c->h->metrics.fields);
+}
+
+/* Its deadline passed: slow to send its request, it gets a 408, as far as the socket takes it
+ * now; closed either way. */
+static void mconn_expired(struct m0_timer *t)
+{
+        struct m0_mconn *c = M0__CONTAINER_OF(t, struct m0_mconn, timer);
+        struct m0_metrics_server *m = &c->h->metrics;
+        if (!c->answered) {
+                static const char timeout[] = "HTTP/1.1 408 Request Timeout\r\nServer: m0\r\n"
+                                              "Content-Length: 0\r\nConnection: close\r\n\r\n";
+                ssize_t w = send(c->fd, timeout, sizeof(timeout) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+                (void)w;
+                m0__count(&m->rejected, 1);
+        }
+        mconn_close(m, c);
+}
+
+/* Take what the listener holds: into a free slot, or closed at once past the limit. */
+static void accept_some(struct m0_io *io, uint32_t events)
+{
+        struct m0_mlisten *ml = M0__CONTAINER_OF(io, struct m0_mlisten, io);
+        struct m0_host *h = ml->h;
         struct m0_metrics_server *m = &h->metrics;
+        (void)events;
         for (int i = 0; i < 16; i++) {
-                int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                int fd = accept4(ml->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
                 if (fd < 0)
                         return;
                 struct m0_mconn *c = NULL;
                 for (size_t k = 0; k < m->nconns && !c; k++)
                         if (m->conns[k].fd < 0)
                                 c = &m->conns[k];
-                struct epoll_event e = {.events = EPOLLIN, .data.ptr = c};
-                if (!c || epoll_ctl(m->epfd, EPOLL_CTL_ADD, fd, &e) < 0) {
+                if (!c || m0__io_add(&m->loop, &c->io, fd, EPOLLIN) < 0) {
                         m0__count(&m->rejected, 1);
                         close(fd);
                         continue;
                 }
                 c->fd = fd;
                 m0__head_reader_init(&c->rd, &h->cfg);
-                c->deadline_ms = m0__now_ms() + h->cfg.metrics_timeout_ms;
+                m0__timer_file(&m->loop, &c->timer, DEADLINE,
+                               m->loop.now_ms + h->cfg.metrics_timeout_ms);
         }
 }
 
-/* Close what is past its deadline; returns the wait until the next one (ms, -1: none). */
-static int expire(struct m0_metrics_server *m)
+static void stop_handle(struct m0_loop *l, struct m0_msg *msg)
 {
-        uint64_t now = m0__now_ms(), next = UINT64_MAX;
-        for (size_t k = 0; k < m->nconns; k++) {
-                struct m0_mconn *c = &m->conns[k];
-                if (c->fd < 0)
-                        continue;
-                if (c->deadline_ms <= now) {
-                        if (!c->answered) {
-                                /* Slow to send its request: 408, as far as the socket takes
-                                 * it now, and closed either way. */
-                                static const char timeout[] =
-                                        "HTTP/1.1 408 Request Timeout\r\nServer: m0\r\n"
-                                        "Content-Length: 0\r\nConnection: close\r\n\r\n";
-                                ssize_t w = send(c->fd, timeout, sizeof(timeout) - 1,
-                                                 MSG_NOSIGNAL | MSG_DONTWAIT);
-                                (void)w;
-                                m0__count(&m->rejected, 1);
-                        }
-                        mconn_close(m, c);
-                } else if (c->deadline_ms < next) {
-                        next = c->deadline_ms;
-                }
-        }
-        return next == UINT64_MAX ? -1 : (int)(next - now);
+        (void)msg;
+        M0__CONTAINER_OF(l, struct m0_metrics_server, loop)->stopped = true;
 }
 
 static void *metrics_main(void *arg)
@@ -241,63 +259,50 @@ static void *metrics_main(void *arg)
         struct m0_metrics_server *m = &h->metrics;
         m0__thread_identify(NULL, (m0_thread_kind)M0__THREAD_METRICS, -1, -1);
         (void)pthread_setname_np(pthread_self(), m->thread.name);
-        struct m0_header *fields = calloc(h->cfg.max_header_fields, sizeof(*fields));
-        for (bool run = fields != NULL; run;) {
-                struct epoll_event evs[32];
-                int n = epoll_wait(m->epfd, evs, 32, expire(m));
-                for (int i = 0; i < n && run; i++) {
-                        void *p = evs[i].data.ptr;
-                        if (p == &tag_stop)
-                                run = false;
-                        else if (evs[i].data.u64 & LISTENER_BIT)
-                                accept_some(h, h->sockets.metrics[evs[i].data.u64 >> 1].fd);
-                        else if (((struct m0_mconn *)p)->fd < 0)
-                                continue; /* closed earlier in this batch */
-                        else if (evs[i].events & EPOLLOUT)
-                                write_out(m, p);
-                        else
-                                on_readable(h, p, fields);
-                }
-        }
-        if (!fields)
+        m->fields = calloc(h->cfg.max_header_fields, sizeof(*m->fields));
+        if (!m->fields)
                 m0__log(M0_LOG_ERR, -1, NULL, "the metrics thread has no memory: no metrics");
-        free(fields);
+        while (m->fields && !m->stopped)
+                if (m0__loop_run_once(&m->loop, m0__loop_timeout(&m->loop)) < 0)
+                        break;
+        free(m->fields);
+        m->fields = NULL;
         m0__thread_forget();
         return NULL;
 }
 
-/* The thread's epoll set: the stop eventfd and every metrics listener. 0 or -errno. */
+/* The thread's loop: its mailbox (the stop) and every metrics listener. 0 or -errno. */
 static int server_build(struct m0_host *h)
 {
         struct m0_metrics_server *m = &h->metrics;
         m->nconns = h->cfg.metrics_max_connections;
         m->conns = calloc(m->nconns, sizeof(*m->conns));
-        if (!m->conns)
+        m->listens = calloc(h->sockets.nmetrics, sizeof(*m->listens));
+        if (!m->conns || !m->listens)
                 return -ENOMEM;
         for (size_t k = 0; k < m->nconns; k++)
-                m->conns[k].fd = -1;
-        m->epfd = epoll_create1(EPOLL_CLOEXEC);
-        m->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (m->epfd < 0 || m->stop_fd < 0)
-                return -errno;
-        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &tag_stop};
-        if (epoll_ctl(m->epfd, EPOLL_CTL_ADD, m->stop_fd, &ev) < 0)
-                return -errno;
-        for (size_t i = 0; i < h->sockets.nmetrics; i++) {
-                ev = (struct epoll_event){.events = EPOLLIN,
-                                          .data.u64 = ((uint64_t)i << 1) | LISTENER_BIT};
-                if (epoll_ctl(m->epfd, EPOLL_CTL_ADD, h->sockets.metrics[i].fd, &ev) < 0)
-                        return -errno;
+                m->conns[k] = (struct m0_mconn){
+                        .io.ready = mconn_ready, .timer.fire = mconn_expired, .h = h, .fd = -1};
+        m->loop.turn_items = 32; /* events a turn takes, as the epoll batch it was */
+        m->loop.turn_budget_ms = 10;
+        m->loop.wake_every_ms = 60000; /* nothing to do on a wake: it sleeps until a descriptor or
+                                          a deadline, as its own epoll loop did */
+        int r = m0__loop_build(&m->loop);
+        for (size_t i = 0; r == 0 && i < h->sockets.nmetrics; i++) {
+                m->listens[i] = (struct m0_mlisten){
+                        .io.ready = accept_some, .h = h, .fd = h->sockets.metrics[i].fd};
+                r = m0__io_add(&m->loop, &m->listens[i].io, m->listens[i].fd, EPOLLIN);
         }
-        return 0;
+        return r;
 }
 
 int m0__metrics_start(struct m0_host *h)
 {
         struct m0_metrics_server *m = &h->metrics;
-        m->epfd = m->stop_fd = -1;
         if (!h->sockets.nmetrics)
                 return 0;
+        m0__loop_prepare(&m->loop, -1, NULL);
+        m->built = true;
         m0__thread_init(&m->thread, M0__THREAD_METRICS, -1, -1, metrics_main, h);
         int r = server_build(h);
         if (r == 0)
@@ -311,9 +316,12 @@ void m0__metrics_stop(struct m0_host *h)
 {
         struct m0_metrics_server *m = &h->metrics;
         if (m->thread.started) {
-                uint64_t one = 1;
-                ssize_t w = write(m->stop_fd, &one, sizeof(one));
-                (void)w;
+                struct m0_msg *msg = calloc(1, sizeof(*msg));
+                if (msg) {
+                        *msg = (struct m0_msg){.handle = stop_handle, .fd = -1};
+                        if (m0__loop_post(&m->loop, msg) < 0)
+                                free(msg);
+                }
                 struct timespec end = m0__deadline_after(1000);
                 if (m0__thread_join_by(&m->thread, &end) < 0) {
                         /* It never blocks; should it still run, its memory stays with it. */
@@ -321,15 +329,14 @@ void m0__metrics_stop(struct m0_host *h)
                         return;
                 }
         }
-        if (!m->conns)
+        if (!m->built)
                 return; /* never built: no descriptor of its own to close */
-        for (size_t k = 0; k < m->nconns; k++)
+        for (size_t k = 0; m->conns && k < m->nconns; k++)
                 mconn_close(m, &m->conns[k]);
         free(m->conns);
+        free(m->listens);
         m->conns = NULL;
-        if (m->epfd >= 0)
-                close(m->epfd);
-        if (m->stop_fd >= 0)
-                close(m->stop_fd);
-        m->epfd = m->stop_fd = -1;
+        m->listens = NULL;
+        m0__loop_destroy(&m->loop); /* the listeners are the host's: not closed here */
+        m->built = false;
 }

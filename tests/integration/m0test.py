@@ -58,6 +58,8 @@ def clean_env(extra=None):
                      "STATE_DIRECTORY", "CREDENTIALS_DIRECTORY")
         )
     }
+    # The build tree's PostgreSQL bus module (D210): libm0 looks for it where it is installed.
+    env["M0_BUS_PG_MODULE"] = os.path.join(build_dir(), ".libs", "bus-pg.so")
     for k, v in (extra or {}).items():
         env[k] = os.fsdecode(v) if isinstance(v, bytes) else str(v)
     return env

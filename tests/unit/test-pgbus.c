@@ -2,6 +2,7 @@
 /* test-pgbus.c: the shared bus's text: what may be published, the URI check, the password hidden, libpq's reasons (SPEC G1, G3, G6). */
 #include <errno.h>
 
+#include "load.h"
 #include "pgbus-private.h"
 #include "unit.h"
 

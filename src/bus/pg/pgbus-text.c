@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* pgbus-text.c: the shared bus's text: what may be published, libpq's messages as reasons, the URI (its syntax, its password hidden), the doctor's probe (G1, G3, G6). */
+/* pgbus-text.c: the shared bus's text: what may be published, libpq's messages as reasons, the URI's syntax, the doctor's probe (G1, G3, G6). */
 #include <errno.h>
 #include <inttypes.h>
 #include <netdb.h>
@@ -187,53 +187,6 @@ int m0__pgbus_uri_check(const char *uri, char *err, size_t err_len)
         }
         PQconninfoFree(o);
         return 0;
-}
-
-/* Append bytes to out[*o], keeping a NUL within `len`. */
-static void put(char *out, size_t len, size_t *o, const char *s, size_t n)
-{
-        for (size_t i = 0; i < n && *o + 1 < len; i++)
-                out[(*o)++] = s[i];
-        out[*o] = '\0';
-}
-
-void m0__pgbus_redact(const char *uri, char *out, size_t len)
-{
-        size_t o = 0;
-        if (!len)
-                return;
-        out[0] = '\0';
-        const char *sep = strstr(uri, "://");
-        if (!sep) {
-                put(out, len, &o, uri, strlen(uri));
-                return;
-        }
-        const char *auth = sep + 3, *auth_end = auth + strcspn(auth, "/?");
-        put(out, len, &o, uri, (size_t)(auth - uri));
-        const char *at = NULL;
-        for (const char *p = auth; p < auth_end; p++)
-                if (*p == '@')
-                        at = p;
-        const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
-        if (colon) {
-                put(out, len, &o, auth, (size_t)(colon - auth) + 1);
-                put(out, len, &o, "***", 3);
-                auth = at;
-        }
-        const char *q = strchr(auth_end, '?');
-        put(out, len, &o, auth, (size_t)((q ? q : auth_end + strlen(auth_end)) - auth));
-        if (!q)
-                return;
-        for (const char *p = q; *p;) {
-                size_t n = 1 + strcspn(p + 1, "&");
-                if (!strncmp(p + 1, "password=", 9)) {
-                        put(out, len, &o, p, 10);
-                        put(out, len, &o, "***", 3);
-                } else {
-                        put(out, len, &o, p, n);
-                }
-                p += n;
-        }
 }
 
 int m0__pgbus_probe(const char *uri, int timeout_s, char *detail, size_t detail_len)

@@ -105,10 +105,6 @@ struct m0_pgbus_stats {
  */
 int m0__pgbus_uri_check(const char *uri, char *err, size_t err_len);
 
-/* `uri` with any password in it (user:PASSWORD@, password=) shown as ***: for the doctor, the
- * log and STATUS=. Any thread. */
-void m0__pgbus_redact(const char *uri, char *out, size_t len);
-
 /*
  * The doctor's look at the database: connect (bounded by `timeout_s`), report the server's
  * version and whether m0's schema is there. 0 when it answered, -errno when not; `detail` says
@@ -166,5 +162,40 @@ void m0__pgbus_stats(struct m0_pgbus *b, struct m0_pgbus_stats *ret);
 uint64_t m0__pgbus_stop(struct m0_pgbus *b, int flush_ms);
 /* Stop (without flushing) when not stopped, and free. Accepts NULL. */
 void m0__pgbus_free(struct m0_pgbus *b);
+
+/*
+ * The module (D210). The functions above are built into bus-pg.so, the one object that links
+ * libpq, which libm0 loads only when M0_BUS names a database (src/bus/pg/load.c); libm0 calls
+ * them through this table, which the module exports as `m0_bus_pg_module` (module.c).
+ * M0__PGBUS_MODULE_ABI changes whenever the table, or a struct it passes, changes.
+ */
+#define M0__PGBUS_MODULE_ABI 1
+
+/* What the module borrows from libm0, which it does not link: the log (a line already
+ * formatted; thread-safe) and the local bus's rule for a channel's name. */
+struct m0_pgbus_host {
+        void (*log)(int prio, const char *mid, const char *msg);
+        bool (*channel_ok)(const char *s, size_t len);
+};
+
+struct m0_pgbus_module {
+        uint32_t abi;        /* M0__PGBUS_MODULE_ABI of the module's build */
+        const char *version; /* its PACKAGE_VERSION: libm0 takes only its own */
+        /* Called once, by the loader, before any other. */
+        void (*init)(const struct m0_pgbus_host *host);
+        int (*uri_check)(const char *uri, char *err, size_t err_len);
+        int (*probe)(const char *uri, int timeout_s, char *detail, size_t detail_len);
+        int (*create)(struct m0_pgbus **ret, const struct m0_pgbus_options *opt, char *err,
+                      size_t err_len);
+        int (*wait_ready)(struct m0_pgbus *b, int timeout_ms, char *err, size_t err_len);
+        int (*publish)(struct m0_pgbus *b, const char *channel, const char *event,
+                       const char *data);
+        int (*replay)(struct m0_pgbus *b, uint64_t after, const char *const *channels, size_t n,
+                      uint32_t max, m0_pgbus_replay_fn done, void *ud);
+        void (*state)(struct m0_pgbus *b, char *out, size_t len);
+        void (*stats)(struct m0_pgbus *b, struct m0_pgbus_stats *ret);
+        uint64_t (*stop)(struct m0_pgbus *b, int flush_ms);
+        void (*free)(struct m0_pgbus *b);
+};
 
 #endif /* M0_PGBUS_H */
