@@ -462,3 +462,157 @@ def test_TL7_drain_over_tls_sends_close_notify():
             eq(s.wait_exit(), 0, "exit status")
     finally:
         c.close()
+
+
+def _tls_metrics(port):
+    """{(name, frozenset(labels)): value} of a scrape, for the m0_tls_handshakes families."""
+    st, _, body = scrape(("127.0.0.1", port), accept="application/openmetrics-text")
+    eq(st, 200, "GET /metrics")
+    return samples(body)
+
+
+def _closed(conn, timeout=5):
+    """Read until the server closes `conn` (a raw TCP Conn); a TLS alert record is all that may
+    come before its end."""
+    got = b""
+    while conn._fill(timeout):
+        got = conn.buf
+    check(got == b"" or (got[:1] == b"\x15" and len(got) == 7), f"before the close: {got!r}")
+
+
+def test_TL6_handshake_timeout_garbage_and_bound_per_loop():
+    c = Certs()
+    try:
+        mport = free_port()
+        env = {"M0_TLS_HANDSHAKE_TIMEOUT_MS": "2000", "M0_TLS_MAX_HANDSHAKES": "2",
+               "M0_METRICS": f"127.0.0.1:{mport}"}
+        with _serving(c, env=env) as s:
+            s.wait_ready()
+            addr = _https_addr(s)
+            # Garbage where a ClientHello should be: closed at once, long before the timeout.
+            junk = Conn.tcp(addr)
+            junk.send(b"\x16\x03\x01\x00\x05hello" + b"\x00" * 64)
+            t0 = time.monotonic()
+            _closed(junk)
+            check(time.monotonic() - t0 < 1.5, "garbage was closed only at the timeout")
+            junk.close()
+            # Two silent connections hold the loop's two handshakes; the third is closed at once
+            # (the listener's queue is FIFO: it is accepted after them).
+            silent = [Conn.tcp(addr) for _ in range(2)]
+            third = Conn.tcp(addr)
+            t0 = time.monotonic()
+            _closed(third)
+            check(time.monotonic() - t0 < 1.5, "the third handshake waited for the timeout")
+            third.close()
+            # The silent ones end at the timeout, and a normal client is served after.
+            for conn in silent:
+                _closed(conn)
+                elapsed = time.monotonic() - t0
+                check(1.5 < elapsed < 8, f"a silent handshake closed after {elapsed:.2f}s")
+                conn.close()
+            ok = _tls(addr, _ctx(c.ca))
+            _get_ok(ok, "a normal client after them")
+            ok.close()
+            smp = _tls_metrics(mport)
+            got = {r: value(smp, "m0_tls_handshakes_failed_total", loop="0", reason=r)
+                   for r in ("error", "timeout", "busy")}
+            eq(got, {"error": 1.0, "timeout": 2.0, "busy": 1.0}, "handshakes failed by reason")
+            eq(value(smp, "m0_tls_handshakes_total", loop="0", version="TLSv1.3"), 1.0,
+               "TLS 1.3 handshakes")
+            eq(s.stop(), 0, "exit status")
+    finally:
+        c.close()
+
+
+def test_TL7_metrics_and_access_log_count_tls():
+    c = Certs()
+    try:
+        mport = free_port()
+        env = {"M0_METRICS": f"127.0.0.1:{mport}", "M0_ACCESS_LOG": "on"}
+        with _serving(c, env=env) as s:
+            s.wait_ready()
+            addr = _https_addr(s)
+            ctx12 = _ctx(c.ca, ssl.TLSVersion.TLSv1_2)
+            first = _tls(addr, ctx12)
+            _get_ok(first, "GET over TLS 1.2")
+            sess = first.sock.session
+            first.close()
+            again = _tls(addr, ctx12, session=sess)
+            _get_ok(again, "GET over TLS 1.2, resumed")
+            check(again.sock.session_reused, "the session was resumed")
+            again.close()
+            conn = _tls(addr, _ctx(c.ca, ssl.TLSVersion.TLSv1_3))
+            _get_ok(conn, "GET over TLS 1.3")
+            conn.close()
+            _get_ok(Conn.tcp(s.tcp_addr), "plain GET")
+            s.wait_log("GET /health 200 3$")
+            smp = _tls_metrics(mport)
+            eq((value(smp, "m0_tls_handshakes_total", loop="0", version="TLSv1.2"),
+                value(smp, "m0_tls_handshakes_total", loop="0", version="TLSv1.3"),
+                value(smp, "m0_tls_handshakes_resumed_total", loop="0")), (2.0, 1.0, 1.0),
+               "handshakes by version, and resumed")
+            eq(s.stop(), 0, "exit status")
+            lines = [ln.split(": ", 1)[1] for ln in s.log_lines() if "GET /health" in ln]
+            eq(lines, ["GET /health 200 3 (TLSv1.2)", "GET /health 200 3 (TLSv1.2)",
+                       "GET /health 200 3 (TLSv1.3)", "GET /health 200 3"], "the access lines")
+    finally:
+        c.close()
+
+
+def test_TL4_sighup_reload_keeps_open_connections_and_a_bad_set_keeps_the_old():
+    c = Certs()
+    try:
+        a_crt, a_key = c.leaf("a", "a.test")
+        b_crt, b_key = c.leaf("b", "a.test")  # a renewal: the same name, another key
+        _, other_key = c.leaf("o", "o.test")
+        crt, key = c.path("live.crt"), c.path("live.key")
+        shutil.copy(a_crt, crt)
+        shutil.copy(a_key, key)
+        fingerprint = {}
+        for name, path in (("a", a_crt), ("b", b_crt)):
+            fingerprint[name] = subprocess.run(
+                ["openssl", "x509", "-in", path, "-noout", "-fingerprint", "-sha256"],
+                capture_output=True, check=True, text=True).stdout.strip()
+
+        def presented(conn):
+            der = conn.sock.getpeercert(binary_form=True)
+            return subprocess.run(["openssl", "x509", "-inform", "DER", "-noout", "-fingerprint",
+                                   "-sha256"], input=der, capture_output=True,
+                                  check=True).stdout.decode().strip()
+
+        with Server("host_check", env={"M0_TLS_CERT": crt, "M0_TLS_KEY": key},
+                    sockets=[("tcp", "http"), ("tcp", "https")]) as s:
+            s.wait_ready()
+            addr = _https_addr(s)
+            old = _tls(addr, _ctx(c.ca))
+            _get_ok(old, "GET before the reload")
+            eq(presented(old), fingerprint["a"], "the certificate before the reload")
+            shutil.copy(b_crt, crt)
+            shutil.copy(b_key, key)
+            s.send_signal(signal.SIGHUP)
+            line = s.wait_log("TLS reload")
+            check(line.endswith("TLS reloaded: 1 certificate for new handshakes; open "
+                                "connections keep theirs"), f"the reload's line: {line!r}")
+            new = _tls(addr, _ctx(c.ca))
+            _get_ok(new, "GET after the reload")
+            eq(presented(new), fingerprint["b"], "a new handshake's certificate")
+            new.close()
+            _get_ok(old, "the connection opened before still answers")
+            # A key that is not the certificate's: refused, and b still serves.
+            shutil.copy(other_key, key)
+            s.send_signal(signal.SIGHUP)
+            line = s.wait_log("TLS reload refused")
+            want = (f"TLS reload refused, the certificates loaded before still serve: "
+                    f"M0_TLS_KEY={key} does not match the certificate of M0_TLS_CERT={crt} "
+                    f"(give the key the certificate was made for, or the certificate of this "
+                    f"key)")
+            check(line.endswith(want), f"the refusal's line: {line!r}, wanted {want!r}")
+            again = _tls(addr, _ctx(c.ca))
+            _get_ok(again, "GET after the bad reload")
+            eq(presented(again), fingerprint["b"], "the certificate after the bad reload")
+            again.close()
+            _get_ok(old, "the first connection still answers")
+            old.close()
+            eq(s.stop(), 0, "exit status")
+    finally:
+        c.close()
