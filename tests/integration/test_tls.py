@@ -616,3 +616,39 @@ def test_TL4_sighup_reload_keeps_open_connections_and_a_bad_set_keeps_the_old():
             eq(s.stop(), 0, "exit status")
     finally:
         c.close()
+
+
+def test_TL7_pipelining_large_and_chunked_bodies_over_tls():
+    c = Certs()
+    try:
+        with _serving(c) as s:
+            s.wait_ready()
+            conn = _tls(_https_addr(s), _ctx(c.ca))
+            # Three requests in one write: answered in order on the kept connection.
+            conn.send(b"GET /health HTTP/1.1\r\nHost: a\r\n\r\n" * 3)
+            for i in range(3):
+                r = conn.read_response()
+                eq((r.status, r.body), (200, b"ok\n"), f"pipelined answer {i}")
+            # A body of 1 MiB, many records, some of whose plaintext waits inside OpenSSL
+            # between reads; its echo comes back whole, also many records.
+            body = bytes(range(256)) * 4096
+            conn.send(b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n" % len(body)
+                      + body)
+            r = conn.read_response()
+            eq((r.status, len(r.body), r.body == body), (200, len(body), True), "the echo")
+            # Chunked, with Expect: 100-continue.
+            conn.send(b"POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n"
+                      b"Expect: 100-continue\r\n\r\n")
+            r = conn.read_response()
+            eq(r.status, 100, "100-continue over TLS")
+            conn.send(b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+            r = conn.read_response()
+            eq((r.status, r.body), (200, b"hello world"), "the chunked echo")
+            conn.send(b"HEAD /health HTTP/1.1\r\nHost: a\r\n\r\n")
+            r = conn.read_response(head=True)
+            eq((r.status, r.header("content-length")), (200, "3"), "HEAD over TLS")
+            _get_ok(conn, "GET after them")
+            conn.close()
+            eq(s.stop(), 0, "exit status")
+    finally:
+        c.close()
