@@ -190,10 +190,11 @@ int m0__tls_shutdown(struct m0_tls_conn *c)
 
 size_t m0__tls_pending(const struct m0_tls_conn *c)
 {
+        /* Not SSL_has_pending: it counts a record read in part, which only more bytes on the
+         * socket complete; the caller, serving the connection again for it, would spin. Without
+         * read-ahead OpenSSL reads one record at a time, so nothing else waits inside it. */
         int n = SSL_pending(c->ssl);
-        if (n > 0)
-                return (size_t)n;
-        return SSL_has_pending(c->ssl) ? 1 : 0;
+        return n > 0 ? (size_t)n : 0;
 }
 
 int m0__tls_want(const struct m0_tls_conn *c)

@@ -125,8 +125,8 @@ int m0__tls_shutdown(struct m0_tls_conn *c);
 /* Free the connection (not its fd). NULL is fine. */
 void m0__tls_conn_free(struct m0_tls_conn *c);
 
-/* Plaintext (or unprocessed record bytes, counted as 1) held for the next read: a read that
- * took less than a record leaves the rest here, where no readiness of the fd announces it. */
+/* Plaintext held for the next read: a read that took less than a record leaves the rest here,
+ * where no readiness of the fd announces it. */
 size_t m0__tls_pending(const struct m0_tls_conn *c);
 int m0__tls_want(const struct m0_tls_conn *c);
 /* Why the last call failed ("wrong version number", "unsupported protocol"), or "". */
