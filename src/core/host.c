@@ -338,6 +338,39 @@ static void log_bus(struct m0_bus *b)
         pthread_mutex_unlock(&b->lock);
 }
 
+static void count_cert(void *ud, const struct m0_tls_cert *c)
+{
+        (void)c;
+        (*(size_t *)ud)++;
+}
+
+/*
+ * SIGHUP (TL4): the certificates and keys are read again and, when they pass TL3's checks, serve
+ * every handshake from now on; connections open keep theirs. A set that fails keeps the old one
+ * serving, and the log says why. The rest of the configuration is read at start only.
+ */
+static void reload(struct m0_host *h)
+{
+        if (!h->tls) {
+                m0__log(M0_LOG_NOTICE, -1, NULL,
+                        "SIGHUP ignored: configuration is read at start; restart to reload");
+                return;
+        }
+        char err[512], fix[512];
+        if (m0__tls_reload(h->tls, err, sizeof(err), fix, sizeof(fix)) < 0) {
+                m0__log(M0_LOG_ERR, -1, NULL,
+                        "TLS reload refused, the certificates loaded before still serve: %s (%s)",
+                        err, fix);
+                return;
+        }
+        size_t n = 0;
+        m0__tls_each_cert(h->tls, count_cert, &n);
+        m0__log(M0_LOG_NOTICE, -1, NULL,
+                "TLS reloaded: %zu certificate%s for new handshakes; open connections keep theirs",
+                n, n == 1 ? "" : "s");
+        (void)m0__tls_warn_expiring(h->tls, time(NULL), h->cfg.tls_warn_days);
+}
+
 static int serve_until_signal(struct m0_host *h, int sfd)
 {
         m0__barrier_open(&h->barrier, true);
@@ -363,8 +396,7 @@ static int serve_until_signal(struct m0_host *h, int sfd)
                         }
                         return code;
                 }
-                m0__log(M0_LOG_NOTICE, -1, NULL,
-                        "SIGHUP ignored: configuration is read at start; restart to reload");
+                reload(h);
         }
 }
 
@@ -471,6 +503,10 @@ static int take_sockets(struct m0_host *h)
                 (void)m0__caps_keep_bind(); /* the bound set is dropped whole right after */
         if (!h->sockets.passed &&
             m0__sockets_bind(&h->sockets, h->cfg.host, h->cfg.port, err, sizeof(err)) < 0)
+                return refuse(err, NULL);
+        /* TL1: outside systemd, --tls-port serves TLS beside the plain port. */
+        if (!h->sockets.passed && h->cfg.tls_port &&
+            m0__sockets_bind_tls(&h->sockets, h->cfg.host, h->cfg.tls_port, err, sizeof(err)) < 0)
                 return refuse(err, NULL);
         /* O1: a passed socket named metrics wins over M0_METRICS, as passed sockets win over
          * M0_HOST/M0_PORT. */

@@ -271,9 +271,8 @@ static void count_cert(void *ud, const struct m0_tls_cert *c)
 
 /*
  * TL1–TL3: with a certificate configured (M0_TLS_CERT and M0_TLS_KEY, or the tls.crt credential)
- * or a TLS port, every certificate and key is read and checked here, before any loop exists, and
- * the context is kept in h->tls. Serving TLS comes with its transport: until then a TLS port is
- * accepted and nothing listens on it.
+ * or a TLS socket (M0_TLS_PORT, or a passed socket named https), every certificate and key is read
+ * and checked here, before any loop exists, and the context is kept in h->tls.
  */
 static void check_tls(struct m0_host *h, struct m0_check *c)
 {
@@ -285,7 +284,11 @@ static void check_tls(struct m0_host *h, struct m0_check *c)
                 .ticket_rotate_s = cfg->tls_ticket_rotate_s,
                 .session_cache = cfg->tls_session_cache,
         };
-        if (!m0__tls_configured(&o) && !cfg->tls_port) {
+        const char *https = NULL; /* a passed socket named https: TLS is served on it */
+        for (size_t i = 0; i < h->sockets.n && !https; i++)
+                if (h->sockets.v[i].tls)
+                        https = h->sockets.v[i].where;
+        if (!m0__tls_configured(&o) && !cfg->tls_port && !https) {
                 pass(c, "off: no certificate (M0_TLS_CERT, or the tls.crt credential) and no "
                         "M0_TLS_PORT");
                 return;
@@ -303,9 +306,16 @@ static void check_tls(struct m0_host *h, struct m0_check *c)
         }
         size_t n = 0;
         m0__tls_each_cert(h->tls, count_cert, &n);
-        pass(c, "%zu certificate%s loaded and checked; %s", n, n == 1 ? "" : "s",
-             cfg->tls_port ? "TLS is not served yet: nothing listens on M0_TLS_PORT"
-                           : "no TLS port (M0_TLS_PORT=0)");
+        if (https)
+                pass(c, "%zu certificate%s loaded and checked; TLS on the socket named %s (%s)", n,
+                     n == 1 ? "" : "s", M0__TLS_NAME, https);
+        else if (cfg->tls_port && !h->sockets.passed)
+                pass(c, "%zu certificate%s loaded and checked; TLS on port %u (M0_TLS_PORT)", n,
+                     n == 1 ? "" : "s", cfg->tls_port);
+        else
+                pass(c, "%zu certificate%s loaded and checked; %s", n, n == 1 ? "" : "s",
+                     cfg->tls_port ? "M0_TLS_PORT is not used: systemd passed the sockets"
+                                   : "no TLS port (M0_TLS_PORT=0)");
 }
 
 static const struct {

@@ -58,7 +58,7 @@ struct m0_task {
 
 /* A timer: filed in one of the loop's classes, each a FIFO kept in deadline order (D6); class 0
  * is "none". The classes, and what each one's deadline is counted from, are the caller's. */
-#define M0_TIMER_CLASSES 8
+#define M0_TIMER_CLASSES 12
 struct m0_timer;
 typedef void m0_timer_fn(struct m0_timer *t);
 struct m0_timer {

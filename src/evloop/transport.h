@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* transport.h: transport.c, what moves one connection's bytes (LY2): a table of operations over
- * the connection, plain TCP or Unix today (m0__transport_plain), TLS next, as nginx's connection
- * carries recv/send pointers that its TLS code swaps. Nothing above a transport calls read(),
+ * the connection, plain TCP or Unix (m0__transport_plain) or TLS (src/tls/tls-transport.c), as
+ * nginx's connection carries recv/send pointers that its TLS code swaps. Nothing above a transport calls read(),
  * write(), writev(), send() or close() on a connection's descriptor. */
 #ifndef M0_TRANSPORT_H
 #define M0_TRANSPORT_H
@@ -35,6 +35,12 @@ struct m0_transport_ops {
         int (*shutdown)(struct m0_transport *t);
         /* Close the descriptor and free `impl`; `fd` becomes -1. */
         void (*close)(struct m0_transport *t);
+        /* Optional (NULL: none): bytes the transport already holds for the next read, which no
+         * readiness of the descriptor will announce (TLS: a record's plaintext not yet taken). */
+        size_t (*pending)(struct m0_transport *t);
+        /* Optional (NULL: none): once the handshake is done, the protocol version it agreed on
+         * ("TLSv1.3") and whether it resumed a session; NULL for a transport without one. */
+        const char *(*session)(struct m0_transport *t, int *ret_resumed);
 };
 
 /* One connection's transport. `fd` is -1 once closed. */
@@ -50,6 +56,12 @@ extern const struct m0_transport_ops m0__transport_plain;
 
 /* Set `t` up over accepted socket `fd` with `ops`. 0 (the plain transport cannot fail). */
 int m0__transport_open(struct m0_transport *t, const struct m0_transport_ops *ops, int fd);
+
+/* What the transport holds for the next read without the descriptor (0 for a plain socket). */
+static inline size_t m0__transport_pending(struct m0_transport *t)
+{
+        return t->ops->pending ? t->ops->pending(t) : 0;
+}
 
 /* One buffer through writev. */
 static inline ssize_t m0__transport_write(struct m0_transport *t, const void *buf, size_t len)

@@ -61,7 +61,7 @@ void m0__accept_handed_over(struct m0_loop *el, struct m0_msg *m)
 {
         struct m0_hctx *l = m0__hctx_of(el);
         m0__count(&l->received, 1);
-        (void)m0__conn_admit(l, m->fd);
+        (void)m0__conn_admit_tls(l, m->fd, m->arg); /* the host's TLS for a TLS listener's */
 }
 
 /* ... that came to a loop which ended first. */
@@ -74,7 +74,13 @@ static void handoff_drop(struct m0_loop *el, struct m0_msg *m)
 
 void m0__accept_ready(struct m0_hctx *l, int lfd)
 {
+        m0__accept_ready_tls(l, lfd, false);
+}
+
+void m0__accept_ready_tls(struct m0_hctx *l, int lfd, bool is_tls)
+{
         struct m0_host *h = l->host;
+        struct m0_tls *tls = is_tls ? h->tls : NULL;
         /* A bounded batch per wake-up keeps one listener from starving the loop's connections. */
         for (int i = 0; i < 64; i++) {
                 int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -94,7 +100,7 @@ void m0__accept_ready(struct m0_hctx *l, int lfd)
                 struct m0_hctx *t = pick(l);
                 if (t == l) {
                         m0__count(&l->accepted, 1);
-                        (void)m0__conn_admit(l, fd);
+                        (void)m0__conn_admit_tls(l, fd, tls);
                         continue;
                 }
                 struct m0_msg *m = malloc(sizeof(*m));
@@ -102,11 +108,13 @@ void m0__accept_ready(struct m0_hctx *l, int lfd)
                         atomic_fetch_sub(&t->load, 1);
                         atomic_fetch_add(&l->load, 1);
                         m0__count(&l->accepted, 1);
-                        (void)m0__conn_admit(l, fd);
+                        (void)m0__conn_admit_tls(l, fd, tls);
                         continue;
                 }
-                *m = (struct m0_msg){
-                        .handle = m0__accept_handed_over, .drop = handoff_drop, .fd = fd};
+                *m = (struct m0_msg){.handle = m0__accept_handed_over,
+                                     .drop = handoff_drop,
+                                     .fd = fd,
+                                     .arg = tls};
                 m0__count(&l->passed, 1);
                 if (m0__loop_post(&t->loop, m) < 0) {
                         /* the mailbox is there for the life of the process; this cannot fail */

@@ -139,17 +139,21 @@ static void dropped(struct m0_hctx *l, uint64_t n, const char *why)
         j->dropped_log = 0;
 }
 
-/* Queue the entry of `a`, answered in `us` microseconds. */
-static void journal_add(struct m0_hctx *l, const struct m0_access *a, uint64_t us)
+/* Queue the entry of `a`, answered in `us` microseconds on a connection of TLS version `tls`
+ * (NULL: plain). */
+static void journal_add(struct m0_hctx *l, const struct m0_access *a, uint64_t us, const char *tls)
 {
         struct m0_journal *j = &l->journal;
+        size_t tls_len = tls ? strlen(tls) : 0;
         if (j->n == j->cap) {
                 dropped(l, 1, "journald is behind");
                 return;
         }
         /* MESSAGE is the plain line's "GET /x/now 200 17", with the wire's byte count. */
-        size_t msg_len = a->method_len + 1 + a->path_len + 1 + 3 + 1 + 20 + (a->on_pool ? 7 : 0);
-        size_t need = j->prefix_len + 4 * 17 + msg_len + a->method_len + a->path_len + 4 * 40 + 1;
+        size_t msg_len = a->method_len + 1 + a->path_len + 1 + 3 + 1 + 20 + (a->on_pool ? 7 : 0) +
+                         (tls_len ? tls_len + 3 : 0);
+        size_t need = j->prefix_len + 4 * 17 + msg_len + a->method_len + a->path_len + 4 * 40 + 1 +
+                      (tls_len ? 17 + tls_len : 0);
         if (m0__buf_reserve(&j->bytes, need) < 0) {
                 dropped(l, 1, strerror(ENOMEM));
                 return;
@@ -172,6 +176,11 @@ static void journal_add(struct m0_hctx *l, const struct m0_access *a, uint64_t u
         m = put_dec(m, &bytes);
         if (a->on_pool)
                 m = put_mem(m, " (pool)", 7);
+        if (tls_len) {
+                m = put_mem(m, " (", 2);
+                m = put_mem(m, tls, tls_len);
+                *m++ = ')';
+        }
         put_le64(len_at, (uint64_t)(m - mstart));
         *m++ = '\n';
         p = put_blob(m, KEY("M0_METHOD"), a->method, a->method_len);
@@ -179,6 +188,8 @@ static void journal_add(struct m0_hctx *l, const struct m0_access *a, uint64_t u
         p = put_num(p, KEY("M0_STATUS="), &status);
         p = put_num(p, KEY("M0_BYTES="), &bytes);
         p = put_num(p, KEY("M0_DURATION_US="), &dur);
+        if (tls_len)
+                p = put_blob(p, KEY("M0_TLS"), tls, tls_len);
         /* An empty line ends the entry, so that entries sent together in a datagram stay apart
          * (D98); after the last one of a datagram it ends nothing, and journald reads no more. */
         *p++ = '\n';
@@ -197,12 +208,14 @@ void m0__request_done(struct m0_conn *c, const struct m0_access *a)
                 m0__count(&l->stats.requests[mc][m0__status_class(a->status)], 1);
                 m0__histogram_note(&l->stats.duration, us);
         }
+        /* TL7: a request that came over TLS says its version, " (TLSv1.3)", and M0_TLS. */
         if (l->observe & M0_OBSERVE_JOURNAL)
-                journal_add(l, a, us);
+                journal_add(l, a, us, c->tls);
         else if (a->kind == M0_ANSWER_HANDLER && l->host->cfg.access_log == M0_ACCESS_LINE)
-                m0__log(M0_LOG_INFO, l->index, NULL, "%.*s %.*s %d %zu%s", (int)a->method_len,
+                m0__log(M0_LOG_INFO, l->index, NULL, "%.*s %.*s %d %zu%s%s%s%s", (int)a->method_len,
                         a->method, (int)a->path_len, a->path, a->status, a->body_len,
-                        a->on_pool ? " (pool)" : "");
+                        a->on_pool ? " (pool)" : "", c->tls ? " (" : "", c->tls ? c->tls : "",
+                        c->tls ? ")" : "");
 }
 
 /* The bytes of the request `c` is reading, from its first byte on, wherever they are now. */

@@ -16,6 +16,7 @@
 #include "host.h"
 #include "log.h"
 #include "sse.h"
+#include "tls.h"
 
 /* ---- lifetime ---- */
 
@@ -68,6 +69,8 @@ void m0__conn_close(struct m0_conn *c)
         if (c->tr.fd < 0)
                 return;
         struct m0_hctx *l = c->loop;
+        if (c->handshaking)
+                l->tls_handshaking--;
         m0__timer_unlink(c);
         m0__turn_forget(&l->loop, &c->task);
         c->proto->closed(c);
@@ -96,11 +99,31 @@ void m0__conn_reap(struct m0_hctx *l)
 
 int m0__conn_admit(struct m0_hctx *l, int fd)
 {
-        struct m0_conn *c = calloc(1, sizeof(*c));
+        return m0__conn_admit_tls(l, fd, NULL);
+}
+
+/* Whether the loop may begin one more TLS handshake (TL6); counted when it may not. */
+static bool handshake_admitted(struct m0_hctx *l)
+{
+        if (l->tls_handshaking < l->host->cfg.tls_max_handshakes)
+                return true;
+        m0__count(&l->tls_refused, 1);
+        return false;
+}
+
+int m0__conn_admit_tls(struct m0_hctx *l, int fd, struct m0_tls *tls)
+{
+        struct m0_conn *c = NULL;
+        if (tls && !handshake_admitted(l))
+                goto fail;
+        c = calloc(1, sizeof(*c));
         if (!c)
                 goto fail;
         c->loop = l;
-        (void)m0__transport_open(&c->tr, &m0__transport_plain, fd);
+        if (!tls)
+                (void)m0__transport_open(&c->tr, &m0__transport_plain, fd);
+        else if (m0__tls_transport_open(&c->tr, tls, fd) < 0)
+                goto fail;
         c->proto = &m0__proto_http1;
         c->io.ready = conn_ready;
         c->task.run = conn_run;
@@ -113,9 +136,17 @@ int m0__conn_admit(struct m0_hctx *l, int fd)
         int one = 1;
         (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         m0__parser_init(c);
-        if (m0__io_add(&l->loop, &c->io, fd, EPOLLIN) < 0)
+        if (m0__io_add(&l->loop, &c->io, fd, EPOLLIN) < 0) {
+                if (c->tr.impl)
+                        c->tr.ops->close(&c->tr); /* closes fd too */
+                free(c);
+                c = NULL;
+                fd = -1;
                 goto fail;
-        m0__timer_set(c, M0_TIMER_IDLE);
+        }
+        if (c->handshaking)
+                l->tls_handshaking++;
+        m0__timer_set(c, c->handshaking ? M0_TIMER_HANDSHAKE : M0_TIMER_IDLE);
         if (l->observe & M0_OBSERVE_METRICS)
                 m0__count(&l->stats.conns_open, 1);
         if (l->stopping)
@@ -123,7 +154,8 @@ int m0__conn_admit(struct m0_hctx *l, int fd)
         return 0;
 fail:
         free(c);
-        close(fd);
+        if (fd >= 0)
+                close(fd);
         atomic_fetch_sub(&l->load, 1);
         atomic_fetch_sub(&l->host->conns, 1);
         return -ENOMEM;
@@ -427,16 +459,36 @@ static void h1_writable(struct m0_conn *c)
         m0__conn_resume(c); /* and bytes that waited while the output was full are parsed now */
 }
 
+/* The handshake is done: counted by version (TL7), and the protocol starts, waiting to read
+ * under the idle timeout. */
+static void handshake_done(struct m0_conn *c)
+{
+        struct m0_hctx *l = c->loop;
+        int resumed = 0;
+        c->handshaking = false;
+        l->tls_handshaking--;
+        c->tr.want = 0;
+        c->tls = c->tr.ops->session ? c->tr.ops->session(&c->tr, &resumed) : NULL;
+        c->tls_resumed = resumed != 0;
+        m0__count(&l->tls_done[c->tls && !strcmp(c->tls, "TLSv1.3") ? 1 : 0], 1);
+        if (resumed)
+                m0__count(&l->tls_resumed, 1);
+        (void)set_events(c, EPOLLIN);
+        m0__timer_set(c, M0_TIMER_IDLE);
+}
+
 /* The transport's handshake goes on; true once it is done and the protocol may start. */
 static bool handshake(struct m0_conn *c)
 {
         int r = c->tr.ops->handshake(&c->tr);
         if (r == 0) {
-                c->handshaking = false;
-                c->tr.want = 0;
+                handshake_done(c);
                 return true;
         }
         if (r != -EAGAIN) {
+                /* Garbage where a ClientHello should be, a version or cipher refused, the peer
+                 * gone: closed at once (TL6). */
+                m0__count(&c->loop->tls_failed, 1);
                 m0__conn_close(c);
                 return false;
         }
@@ -446,12 +498,28 @@ static bool handshake(struct m0_conn *c)
         return false;
 }
 
+/*
+ * Bytes the transport holds for the next read (a TLS record's plaintext that did not fit) are
+ * announced by no readiness of the fd: a connection that waits to read and has them is served
+ * again on the run queue, as if its socket were readable (LY2).
+ */
+static void requeue_pending(struct m0_conn *c)
+{
+        if (c->tr.fd < 0 || c->busy || !(c->events & EPOLLIN) || c->task.queued)
+                return;
+        if (m0__transport_pending(&c->tr) > 0)
+                m0__turn_defer(&c->loop->loop, &c->task, EPOLLIN);
+}
+
 void m0__conn_event(struct m0_conn *c, uint32_t events)
 {
         if (c->tr.fd < 0)
                 return; /* closed earlier in this batch */
-        if (c->handshaking && !handshake(c))
-                return;
+        if (c->handshaking) {
+                if (!handshake(c))
+                        return;
+                events = EPOLLIN; /* the request may have come with the handshake's last bytes */
+        }
         m0__slice_begin(c);
         /* The transport may want the other readiness than the protocol waits on (LY2): then
          * that readiness is the protocol's own event. */
@@ -470,6 +538,7 @@ void m0__conn_event(struct m0_conn *c, uint32_t events)
                 else if (events & (EPOLLHUP | EPOLLERR))
                         m0__conn_close(c); /* a busy one is freed when its job returns */
         }
+        requeue_pending(c);
 }
 
 /* Its events, now, or behind the others once the turn is full (of items or of time). One
@@ -502,7 +571,7 @@ static void conn_run(struct m0_task *t, uint32_t events)
 static void conn_timer(struct m0_timer *t)
 {
         struct m0_conn *c = M0__CONTAINER_OF(t, struct m0_conn, timer);
-        c->proto->timer(c);
+        m0__conn_timer_fire(c);
 }
 
 void m0__conn_stop_all(struct m0_hctx *l)
@@ -512,7 +581,7 @@ void m0__conn_stop_all(struct m0_hctx *l)
                         M0__LIST_FIRST(&l->loop.timers[cls], struct m0_conn, timer.link);
                 while (c) {
                         struct m0_conn *next = m0__conn_timer_next(c);
-                        c->proto->drain(c);
+                        m0__conn_stop(c);
                         c = next;
                 }
         }
@@ -602,11 +671,21 @@ void m0__conn_stop(struct m0_conn *c)
 {
         if (c->tr.fd < 0)
                 return;
+        if (c->handshaking) {
+                m0__conn_close(c); /* no request can be in flight before the handshake ends */
+                return;
+        }
         c->proto->drain(c);
 }
 
 void m0__conn_timer_fire(struct m0_conn *c)
 {
+        if (c->handshaking) {
+                /* TL6: no handshake outlives tls_handshake_timeout_ms. */
+                m0__count(&c->loop->tls_timedout, 1);
+                m0__conn_close(c);
+                return;
+        }
         c->proto->timer(c);
 }
 
@@ -620,7 +699,8 @@ static void stop_idle(struct m0_conn *c)
         }
         /* Bytes that reached the socket before the stop are a request in flight, not idleness. */
         int unread = 0;
-        if (ioctl(c->tr.fd, FIONREAD, &unread) == 0 && unread > 0) {
+        if ((ioctl(c->tr.fd, FIONREAD, &unread) == 0 && unread > 0) ||
+            m0__transport_pending(&c->tr) > 0) {
                 h1_readable(c);
                 return;
         }

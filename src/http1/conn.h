@@ -24,6 +24,7 @@ struct m0_frame;
 struct m0_host;
 struct m0_job;
 struct m0_res;
+struct m0_tls;
 struct m0_sub;
 
 enum m0_phase {
@@ -64,6 +65,8 @@ struct m0_conn {
         const struct m0_proto_ops *proto;
         struct m0_io io;   /* in the loop's epoll set */
         bool handshaking;  /* the transport's handshake is not done: the protocol waits */
+        bool tls_resumed;  /* the TLS handshake resumed a session (TL7) */
+        const char *tls;   /* the TLS version it agreed on ("TLSv1.3"), NULL on plain (TL7) */
         uint32_t events;   /* what the protocol waits for: EPOLLIN, EPOLLOUT or none */
         uint32_t ioevents; /* the epoll interest: `events` and what the transport wants */
         uint8_t rwant;     /* M0_WANT_* of the transport's last read that could not go on */
@@ -144,6 +147,9 @@ struct m0_conn {
 /* Take accepted `fd` onto loop `l` (whose load and the host's count were raised for it). 0, or
  * -ENOMEM after closing fd and lowering both. */
 int m0__conn_admit(struct m0_hctx *l, int fd);
+/* ... as a TLS connection made with `tls` when it is not NULL (TL1): its handshake first, within
+ * tls_handshake_timeout_ms, one of at most tls_max_handshakes in progress on the loop (TL6). */
+int m0__conn_admit_tls(struct m0_hctx *l, int fd, struct m0_tls *tls);
 /* Handle epoll `events` for `c`, which is being served now (its slice of the turn began). */
 void m0__conn_event(struct m0_conn *c, uint32_t events);
 /* Its timer's deadline passed: 408, close, or the end of a linger or a drain grace. */

@@ -12,6 +12,7 @@ static uint32_t class_ms(const struct m0_hctx *l, enum m0_timer_class cls)
         case M0_TIMER_BODY: return cfg->body_timeout_ms;
         case M0_TIMER_LINGER: return cfg->linger_ms;
         case M0_TIMER_DRAIN: return cfg->drain_idle_ms;
+        case M0_TIMER_HANDSHAKE: return cfg->tls_handshake_timeout_ms;
         default: return cfg->idle_timeout_ms;
         }
 }

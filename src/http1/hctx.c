@@ -70,7 +70,7 @@ static void listener_ready(struct m0_io *io, uint32_t events)
         /* A batch of accepts (at most 64) is one item; in a full turn the listener waits for
          * epoll's next report. Closed at the stop earlier in this batch: nothing. */
         if (li->fd >= 0 && m0__turn_take(&li->ctx->loop))
-                m0__accept_ready(li->ctx, li->fd);
+                m0__accept_ready_tls(li->ctx, li->fd, li->tls);
 }
 
 int m0__hctx_build(struct m0_hctx *x)
@@ -94,6 +94,7 @@ int m0__hctx_build(struct m0_hctx *x)
         for (size_t i = 0; i < x->nlisten; i++)
                 x->listeners[i] = (struct m0_lcopy){.io.ready = listener_ready, .fd = -1, .ctx = x};
         for (size_t i = 0; i < x->nlisten; i++) {
+                x->listeners[i].tls = h->sockets.v[i].tls;
                 x->listeners[i].fd = fcntl(h->sockets.v[i].fd, F_DUPFD_CLOEXEC, 3);
                 if (x->listeners[i].fd < 0)
                         return -errno;

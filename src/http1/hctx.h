@@ -31,13 +31,14 @@ struct m0_hctx;
 /* The classes of a connection's timer (D6), each a FIFO of the loop's in deadline order. */
 enum m0_timer_class {
         M0_TIMER_NONE = 0,
-        M0_TIMER_IDLE,   /* between requests: idle_timeout_ms */
-        M0_TIMER_HEAD,   /* reading a head: header_timeout_ms */
-        M0_TIMER_BODY,   /* reading a body: body_timeout_ms */
-        M0_TIMER_WRITE,  /* output blocked: idle_timeout_ms since last progress */
-        M0_TIMER_DRAIN,  /* idle when the stop came: a request on its way is still answered */
-        M0_TIMER_LINGER, /* closing: drain the client's bytes for a while */
-        M0_TIMER_WS,     /* an open WebSocket: its next ping, or its idle bound (src/ws/) */
+        M0_TIMER_IDLE,      /* between requests: idle_timeout_ms */
+        M0_TIMER_HEAD,      /* reading a head: header_timeout_ms */
+        M0_TIMER_BODY,      /* reading a body: body_timeout_ms */
+        M0_TIMER_WRITE,     /* output blocked: idle_timeout_ms since last progress */
+        M0_TIMER_DRAIN,     /* idle when the stop came: a request on its way is still answered */
+        M0_TIMER_LINGER,    /* closing: drain the client's bytes for a while */
+        M0_TIMER_HANDSHAKE, /* a transport's handshake: tls_handshake_timeout_ms (TL6) */
+        M0_TIMER_WS,        /* an open WebSocket: its next ping, or its idle bound (src/ws/) */
         M0_TIMER_N,
 };
 _Static_assert(M0_TIMER_N <= M0_TIMER_CLASSES, "the loop keeps M0_TIMER_CLASSES classes");
@@ -50,6 +51,7 @@ _Static_assert(M0_TIMER_N <= M0_TIMER_CLASSES, "the loop keeps M0_TIMER_CLASSES 
 struct m0_lcopy {
         struct m0_io io;
         int fd;
+        bool tls; /* a socket named https, or bound for M0_TLS_PORT: its connections are TLS */
         struct m0_hctx *ctx;
 };
 
@@ -68,6 +70,14 @@ struct m0_hctx {
         m0_counter accepted; /* connections this loop accepted itself and kept */
         uint64_t requests;
         m0_counter refused_conns; /* closed at once: over max_connections or no fd left */
+        /* TLS (TL6, TL7): the handshakes in progress on this loop (bounded by
+         * tls_max_handshakes), and how those that ended ended. Written by this loop only. */
+        uint32_t tls_handshaking;
+        m0_counter tls_done[2];  /* completed: [0] TLS 1.2, [1] TLS 1.3 */
+        m0_counter tls_resumed;  /* ... of which resumed a session */
+        m0_counter tls_failed;   /* not TLS, a version or a cipher refused, the peer gone */
+        m0_counter tls_timedout; /* not done within tls_handshake_timeout_ms */
+        m0_counter tls_refused;  /* closed at once: tls_max_handshakes were in progress */
         /* What the metrics and the access log need (O1, O2): M0_OBSERVE_* bits, fixed at
          * build; requests are timed when any is set. */
         uint8_t observe;

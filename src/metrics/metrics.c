@@ -498,6 +498,40 @@ static void tls_expiry(void *ud, const struct m0_tls_cert *c)
         m0__buf_free(&lb);
 }
 
+/* TL7: the handshakes each loop completed, by version, resumed, and failed, by reason. */
+static void tls_handshakes(struct out *o, struct m0_host *h)
+{
+        static const char *const version[2] = {"TLSv1.2", "TLSv1.3"};
+        static const struct {
+                const char *reason;
+                size_t off;
+        } failed[] = {{"error", LOOP_FIELD(tls_failed)},
+                      {"timeout", LOOP_FIELD(tls_timedout)},
+                      {"busy", LOOP_FIELD(tls_refused)}};
+        char lb[64];
+        family(o, "m0_tls_handshakes", COUNTER, NULL,
+               "TLS handshakes completed, by loop and protocol version.");
+        for (int i = 0; i < h->nloops; i++)
+                for (int v = 0; v < 2; v++) {
+                        snprintf(lb, sizeof(lb), "loop=\"%d\",version=\"%s\"", i, version[v]);
+                        sample(o, "m0_tls_handshakes", "_total", lb,
+                               m0__counter_read(&h->loops[i].tls_done[v]));
+                }
+        per_loop(o, h, "m0_tls_handshakes_resumed", COUNTER, NULL,
+                 "TLS handshakes that resumed a session (a ticket, or the session cache).",
+                 LOOP_FIELD(tls_resumed));
+        family(o, "m0_tls_handshakes_failed", COUNTER, NULL,
+               "TLS handshakes that did not complete: error (not TLS, a version or cipher "
+               "refused, the peer gone), timeout (M0_TLS_HANDSHAKE_TIMEOUT_MS), busy "
+               "(M0_TLS_MAX_HANDSHAKES in progress on the loop).");
+        for (int i = 0; i < h->nloops; i++)
+                for (size_t k = 0; k < sizeof(failed) / sizeof(failed[0]); k++) {
+                        snprintf(lb, sizeof(lb), "loop=\"%d\",reason=\"%s\"", i, failed[k].reason);
+                        sample(o, "m0_tls_handshakes_failed", "_total", lb,
+                               loop_counter(&h->loops[i], failed[k].off));
+                }
+}
+
 /* TL3: when each certificate expires, for an alert ahead of M0_TLS_WARN_DAYS. */
 static void tls(struct out *o, struct m0_host *h)
 {
@@ -508,6 +542,7 @@ static void tls(struct out *o, struct m0_host *h)
                "server_name is "
                "the server name it is chosen for, empty for the default.");
         m0__tls_each_cert(h->tls, tls_expiry, o);
+        tls_handshakes(o, h);
 }
 
 int m0__metrics_render(struct m0_host *h, enum m0_metrics_format f, struct m0_buf *out)

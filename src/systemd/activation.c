@@ -64,6 +64,7 @@ static int add_to(struct m0_listener **v, size_t *n, int fd, const char *name, i
         l->fd = fd;
         l->family = family;
         snprintf(l->name, sizeof(l->name), "%s", name ? name : "");
+        l->tls = !strcmp(l->name, M0__TLS_NAME);
         describe(fd, family, l->where, sizeof(l->where));
         return 0;
 }
@@ -218,6 +219,17 @@ int m0__sockets_bind(struct m0_sockets *s, const char *host, uint32_t port, char
         if (r < 0) {
                 size_t n = strlen(err);
                 snprintf(err + n, err_len - n, " (%s)", M0__LISTEN_FIX);
+        }
+        return r;
+}
+
+int m0__sockets_bind_tls(struct m0_sockets *s, const char *host, uint32_t port, char *err,
+                         size_t err_len)
+{
+        int r = bind_listener(&s->v, &s->n, M0__TLS_NAME, host, port, M0__HOST_KNOBS, err, err_len);
+        if (r < 0) {
+                size_t n = strlen(err);
+                snprintf(err + n, err_len - n, " (set --tls-port or M0_TLS_PORT to a free port)");
         }
         return r;
 }

@@ -12,6 +12,7 @@ struct m0_listener {
         char name[64];
         int family;
         char where[128]; /* "127.0.0.1:8080", "/run/m0/app.sock" */
+        bool tls;        /* named M0__TLS_NAME: its connections are TLS (TL1) */
 };
 
 struct m0_sockets {
@@ -26,6 +27,9 @@ struct m0_sockets {
         bool metrics_passed;
 };
 
+/* The name (FileDescriptorName=) of a passed socket whose connections are TLS (TL1), and the name
+ * of the one bound for M0_TLS_PORT. */
+#define M0__TLS_NAME "https"
 /* The name (FileDescriptorName=) of a passed socket that serves the metrics, not the app. */
 #define M0__METRICS_NAME "metrics"
 
@@ -34,6 +38,10 @@ struct m0_sockets {
  * stream socket; on a bad one fills `err` and returns -ENOTSOCK (or another -errno).
  */
 int m0__sockets_take(struct m0_sockets *s, char *err, size_t err_len);
+/* Bind host:port as a TLS listener (named M0__TLS_NAME) for M0_TLS_PORT, when nothing was passed.
+ * 0 or -errno with `err` filled. */
+int m0__sockets_bind_tls(struct m0_sockets *s, const char *host, uint32_t port, char *err,
+                         size_t err_len);
 /* Bind host:port when nothing was passed. 0 or -errno with `err` filled. */
 int m0__sockets_bind(struct m0_sockets *s, const char *host, uint32_t port, char *err,
                      size_t err_len);

@@ -18,6 +18,7 @@ struct m0_tls_conn {
         SSL *ssl;
         struct m0_tls_set *set; /* a reference: the set this connection was made with */
         int want;
+        bool fatal; /* a protocol error or a broken socket: OpenSSL forbids a close_notify now */
         char reason[128];
 };
 
@@ -61,6 +62,7 @@ static int fail(struct m0_tls_conn *c, int ret, int err)
                 snprintf(c->reason, sizeof(c->reason), "the peer closed the session");
                 return 0;
         case SSL_ERROR_SYSCALL:
+                c->fatal = true;
                 ERR_clear_error();
                 if (err && err != EAGAIN) {
                         snprintf(c->reason, sizeof(c->reason), "%s", strerror(err));
@@ -69,6 +71,7 @@ static int fail(struct m0_tls_conn *c, int ret, int err)
                 snprintf(c->reason, sizeof(c->reason), "the peer closed the connection");
                 return -ECONNRESET;
         default:
+                c->fatal = true;
                 why = ERR_reason_error_string(ERR_peek_error());
                 snprintf(c->reason, sizeof(c->reason), "%s", why ? why : "protocol error");
                 ERR_clear_error();
@@ -169,8 +172,9 @@ ssize_t m0__tls_writev(struct m0_tls_conn *c, const struct iovec *iov, int n)
 int m0__tls_shutdown(struct m0_tls_conn *c)
 {
         c->want = 0;
-        if (!SSL_is_init_finished(c->ssl))
-                return 0; /* no session to close */
+        if (c->fatal || !SSL_is_init_finished(c->ssl) ||
+            (SSL_get_shutdown(c->ssl) & SSL_SENT_SHUTDOWN))
+                return 0; /* no session to close, or its close_notify went already */
         ERR_clear_error();
         errno = 0;
         int r = SSL_shutdown(c->ssl);
@@ -182,6 +186,15 @@ int m0__tls_shutdown(struct m0_tls_conn *c)
                 return 0; /* sent; the peer's close_notify is not waited for */
         }
         return r;
+}
+
+size_t m0__tls_pending(const struct m0_tls_conn *c)
+{
+        /* Not SSL_has_pending: it counts a record read in part, which only more bytes on the
+         * socket complete; the caller, serving the connection again for it, would spin. Without
+         * read-ahead OpenSSL reads one record at a time, so nothing else waits inside it. */
+        int n = SSL_pending(c->ssl);
+        return n > 0 ? (size_t)n : 0;
 }
 
 int m0__tls_want(const struct m0_tls_conn *c)

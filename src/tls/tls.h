@@ -125,6 +125,9 @@ int m0__tls_shutdown(struct m0_tls_conn *c);
 /* Free the connection (not its fd). NULL is fine. */
 void m0__tls_conn_free(struct m0_tls_conn *c);
 
+/* Plaintext held for the next read: a read that took less than a record leaves the rest here,
+ * where no readiness of the fd announces it. */
+size_t m0__tls_pending(const struct m0_tls_conn *c);
 int m0__tls_want(const struct m0_tls_conn *c);
 /* Why the last call failed ("wrong version number", "unsupported protocol"), or "". */
 const char *m0__tls_reason(const struct m0_tls_conn *c);
@@ -136,5 +139,18 @@ bool m0__tls_resumed(const struct m0_tls_conn *c);
 const char *m0__tls_server_name(const struct m0_tls_conn *c);
 /* The leaf certificate this connection presents (its subject), for tests and logs; or "". */
 void m0__tls_conn_subject(const struct m0_tls_conn *c, char *out, size_t len);
+
+/* ---- tls-transport.c: LY2's TLS transport over these (TL1, TL7) ---- */
+
+struct m0_transport;
+/* The TLS transport: handshake, read, writev, sendfile (read, then written as records),
+ * shutdown (close_notify, then the write side), close (close_notify when the session lives),
+ * pending and session. */
+extern const struct m0_transport_ops m0__transport_tls;
+/*
+ * Set `t` up as a TLS connection over accepted socket `fd` with the set current in `tls` now.
+ * 0, or -ENOMEM with `t` untouched and `fd` still the caller's.
+ */
+int m0__tls_transport_open(struct m0_transport *t, struct m0_tls *tls, int fd);
 
 #endif /* M0_TLS_H */

@@ -1,16 +1,25 @@
 # SPDX-License-Identifier: MIT
-"""TLS's certificates at the start (SPEC TL2, TL3): each refusal exits 78 with one line naming the
-file and the fix; the doctor prints every certificate and never a key; a certificate near its end
-is a journal warning at the start and a metric. Every key and certificate is made here, with the
-openssl command, in a temporary directory."""
+"""TLS (SPEC TL1-TL7). Its certificates at the start: each refusal exits 78 with one line naming
+the file and the fix; the doctor prints every certificate and never a key; a certificate near its
+end is a journal warning at the start and a metric. Serving: a socket named https (or
+--tls-port) serves TLS 1.2 and 1.3 beside the plain ones, refuses 1.1, offers ALPN http/1.1,
+picks a certificate by server name and key type, resumes sessions on any loop, bounds its
+handshakes, reloads on SIGHUP, and carries streams and the drain (close_notify). Every key and
+certificate is made here, with the openssl command, in a temporary directory; the clients are
+Python's ssl, curl and openssl s_client."""
 
 import json
 import os
 import re
+import shutil
+import signal
+import socket
+import ssl
 import subprocess
 import tempfile
+import time
 
-from m0test import Server, check, eq, free_port, run_app
+from m0test import Conn, Server, check, eq, free_port, run_app, tool
 from test_metrics import samples, scrape, value
 
 
@@ -31,10 +40,13 @@ class Certs:
     def path(self, name):
         return os.path.join(self.dir, name)
 
-    def leaf(self, name, cn, days=60, curve="P-256"):
-        """name.crt and name.key: an ECDSA leaf for cn (and DNS:cn) the CA issued."""
+    def leaf(self, name, cn, days=60, curve="P-256", rsa=False):
+        """name.crt and name.key: an ECDSA leaf (RSA 2048 when rsa) for cn (and DNS:cn) the CA
+        issued."""
         key, csr, crt = self.path(name + ".key"), self.path(name + ".csr"), self.path(name + ".crt")
-        _openssl("req", "-new", "-newkey", "ec", "-pkeyopt", f"ec_paramgen_curve:{curve}",
+        kind = ["rsa", "-pkeyopt", "rsa_keygen_bits:2048"] if rsa else [
+            "ec", "-pkeyopt", f"ec_paramgen_curve:{curve}"]
+        _openssl("req", "-new", "-newkey", *kind,
                  "-nodes", "-subj", f"/CN={cn}", "-keyout", key, "-out", csr)
         ext = self.path(name + ".ext")
         with open(ext, "w") as f:
@@ -196,5 +208,447 @@ def test_TL3_expiry_warning_and_metric_at_start():
             s.wait_ready()
             eq(s.stop(), 0, "exit status")
             eq([ln for ln in s.log_lines() if "expires at" in ln], [], "warnings at 2 days")
+    finally:
+        c.close()
+
+
+# ---- serving (TL1, TL2, TL5-TL7) ----
+
+
+def _https_addr(s):
+    """The address of the server's socket named https."""
+    return next(sock.getsockname() for _, name, sock in s.listeners if name == "https")
+
+
+def _ctx(ca, version=None, ciphers=None, alpn=("http/1.1",), check_name=True):
+    """A client context trusting the test CA: pinned to `version` when given."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(ca)
+    ctx.check_hostname = check_name
+    if version is not None:
+        ctx.minimum_version = ctx.maximum_version = version
+    if ciphers:
+        ctx.set_ciphers(ciphers)
+    if alpn:
+        ctx.set_alpn_protocols(list(alpn))
+    return ctx
+
+
+def _tls(addr, ctx, name="a.test", session=None, timeout=10):
+    """A Conn over TLS to `addr`, its handshake done; a close without close_notify is an error."""
+    raw = socket.create_connection(addr, timeout=timeout)
+    raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        t = ctx.wrap_socket(raw, server_hostname=name, session=session,
+                            suppress_ragged_eofs=False)
+    except BaseException:
+        raw.close()
+        raise
+    return Conn(t, timeout)
+
+
+def _serving(c, env=None, **kw):
+    """host_check with a plain socket named http and a TLS one named https, a.test's pair."""
+    crt, key = c.leaf("a", "a.test")
+    return Server("host_check", env={"M0_TLS_CERT": crt, "M0_TLS_KEY": key, **(env or {})},
+                  sockets=[("tcp", "http"), ("tcp", "https")], **kw)
+
+
+def _get_ok(conn, what):
+    r = conn.get("/health")
+    eq((r.status, r.body), (200, b"ok\n"), what)
+    return r
+
+
+def test_TL1_https_socket_beside_plain_versions_and_alpn():
+    c = Certs()
+    try:
+        with _serving(c) as s:
+            s.wait_ready()
+            addr = _https_addr(s)
+            plain = Conn.tcp(s.tcp_addr)
+            _get_ok(plain, "plain GET on the socket named http")
+            plain.close()
+            for v, name in ((ssl.TLSVersion.TLSv1_2, "TLSv1.2"), (ssl.TLSVersion.TLSv1_3,
+                                                                 "TLSv1.3")):
+                conn = _tls(addr, _ctx(c.ca, v))
+                _get_ok(conn, f"GET over {name}")
+                _get_ok(conn, f"a second GET over {name}, kept alive")
+                eq(conn.sock.version(), name, "the version agreed")
+                eq(conn.sock.selected_alpn_protocol(), "http/1.1", "ALPN")
+                conn.close()
+            # TLS 1.1: the server answers with the protocol_version alert.
+            old = _ctx(c.ca, ssl.TLSVersion.TLSv1_1, ciphers="DEFAULT:@SECLEVEL=0")
+            try:
+                _tls(addr, old).close()
+                raise AssertionError("a TLS 1.1 handshake completed")
+            except ssl.SSLError as e:
+                eq(e.reason, "TLSV1_ALERT_PROTOCOL_VERSION", f"TLS 1.1 refused: {e}")
+            # Plain HTTP on the TLS socket is no ClientHello: closed.
+            raw = Conn.tcp(addr)
+            raw.send(b"GET /health HTTP/1.1\r\nHost: a\r\n\r\n")
+            raw.expect_eof()
+            raw.close()
+            # curl, and openssl s_client.
+            port = addr[1]
+            curl = tool("curl", "curl")
+            out = subprocess.run([curl, "-sS", "--cacert", c.ca, "--resolve",
+                                  f"a.test:{port}:127.0.0.1", "-w", "%{http_version}",
+                                  f"https://a.test:{port}/health"],
+                                 capture_output=True, text=True, timeout=20)
+            eq((out.returncode, out.stdout), (0, "ok\n1.1"), f"curl: {out.stderr}")
+            out = subprocess.run([curl, "-sS", "--cacert", c.ca, "--resolve",
+                                  f"a.test:{port}:127.0.0.1", "--tlsv1.1", "--tls-max", "1.1",
+                                  "--ciphers", "DEFAULT:@SECLEVEL=0",
+                                  f"https://a.test:{port}/health"],
+                                 capture_output=True, text=True, timeout=20)
+            eq(out.returncode, 35, f"curl over TLS 1.1: {out.stderr}")
+            check("alert protocol version" in out.stderr, f"curl's error: {out.stderr}")
+            out = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}",
+                                  "-servername", "a.test", "-CAfile", c.ca, "-alpn",
+                                  "h2,http/1.1", "-ign_eof"],
+                                 input=b"GET /health HTTP/1.1\r\nHost: a.test\r\n"
+                                       b"Connection: close\r\n\r\n",
+                                 capture_output=True, timeout=20)
+            text = out.stdout.decode("latin-1")
+            for want in ("ALPN protocol: http/1.1", "Verify return code: 0 (ok)",
+                         "HTTP/1.1 200 OK\r\n"):
+                check(want in text, f"s_client's output lacks {want!r}: {text}")
+            eq(s.stop(), 0, "exit status")
+    finally:
+        c.close()
+
+
+def test_TL1_tls_port_outside_systemd():
+    c = Certs()
+    try:
+        crt, key = c.leaf("a", "a.test")
+        port, tls_port = free_port(), free_port()
+        with Server("host_check", sockets=[],
+                    env={"M0_TLS_CERT": crt, "M0_TLS_KEY": key, "M0_PORT": str(port),
+                         "M0_TLS_PORT": str(tls_port)}) as s:
+            s.wait_ready()
+            _get_ok(Conn.tcp(("127.0.0.1", port)), "plain GET on M0_PORT")
+            conn = _tls(("127.0.0.1", tls_port), _ctx(c.ca))
+            _get_ok(conn, "GET over TLS on M0_TLS_PORT")
+            eq(conn.sock.version(), "TLSv1.3", "the version agreed")
+            conn.close()
+            eq(s.stop(), 0, "exit status")
+        # A socket named https with no certificate is a refusal, as the TLS port is.
+        with Server("host_check", sockets=[("tcp", "https")], notify=False) as s:
+            eq(s.wait_exit(), 78, "exit status with an https socket and no certificate")
+            lines = [ln for ln in s.log_lines() if ln.startswith("m0: ")]
+            eq(lines, ["m0: tls: no certificate: neither M0_TLS_CERT nor "
+                       "$CREDENTIALS_DIRECTORY/tls.crt (set M0_TLS_CERT and M0_TLS_KEY, or "
+                       "LoadCredential=tls.crt and tls.key in the unit)"], "the refusal")
+    finally:
+        c.close()
+
+
+def _key_type(conn):
+    """The public key algorithm of the certificate the server presented, as openssl names it."""
+    der = conn.sock.getpeercert(binary_form=True)
+    out = subprocess.run(["openssl", "x509", "-inform", "DER", "-noout", "-text"], input=der,
+                         capture_output=True, check=True, timeout=20).stdout.decode()
+    return re.search(r"Public Key Algorithm: (\S+)", out).group(1)
+
+
+def _subject_cn(conn):
+    der = conn.sock.getpeercert(binary_form=True)
+    out = subprocess.run(["openssl", "x509", "-inform", "DER", "-noout", "-subject", "-nameopt",
+                          "RFC2253"], input=der, capture_output=True, check=True,
+                         timeout=20).stdout.decode().strip()
+    return out
+
+
+def test_TL2_sni_and_both_key_types_from_credentials():
+    c = Certs()
+    try:
+        cred = c.path("cred")
+        os.mkdir(cred)
+        for name, cn, rsa, dst in (("a", "a.test", False, "tls"), ("ar", "a.test", True, "tls.rsa"),
+                                   ("b", "b.test", False, "tls.b.test")):
+            crt, key = c.leaf(name, cn, rsa=rsa)
+            shutil.copy(crt, os.path.join(cred, dst + ".crt"))
+            shutil.copy(key, os.path.join(cred, dst + ".key"))
+        with Server("host_check", env={"CREDENTIALS_DIRECTORY": cred},
+                    sockets=[("tcp", "http"), ("tcp", "https")]) as s:
+            s.wait_ready()
+            addr = _https_addr(s)
+            cases = [
+                ("b.test", None, None, "subject=CN=b.test", "id-ecPublicKey"),
+                ("a.test", ssl.TLSVersion.TLSv1_3, None, "subject=CN=a.test", "id-ecPublicKey"),
+                ("a.test", ssl.TLSVersion.TLSv1_2, "ECDHE-RSA-AES128-GCM-SHA256",
+                 "subject=CN=a.test", "rsaEncryption"),
+                ("a.test", ssl.TLSVersion.TLSv1_2, "ECDHE-ECDSA-AES128-GCM-SHA256",
+                 "subject=CN=a.test", "id-ecPublicKey"),
+                ("other.test", None, None, "subject=CN=a.test", "id-ecPublicKey"),
+            ]
+            for name, v, ciphers, subject, kt in cases:
+                conn = _tls(addr, _ctx(c.ca, v, ciphers, check_name=name != "other.test"),
+                            name=name)
+                _get_ok(conn, f"GET for {name}")
+                eq((_subject_cn(conn), _key_type(conn)), (subject, kt),
+                   f"the certificate for {name}, {v}, {ciphers}")
+                conn.close()
+            eq(s.stop(), 0, "exit status")
+    finally:
+        c.close()
+
+
+def test_TL5_resumption_across_loops_both_versions():
+    c = Certs()
+    try:
+        with _serving(c, env={"M0_THREADS": "2"}) as s:
+            s.wait_ready()
+            addr = _https_addr(s)
+            for v in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+                ctx = _ctx(c.ca, v)
+                first = _tls(addr, ctx)
+                _get_ok(first, f"the first GET over {v}")
+                sess = first.sock.session
+                first.close()
+                loops, reused = set(), 0
+                for i in range(4):
+                    conn = _tls(addr, ctx, session=sess)
+                    r = _get_ok(conn, f"GET {i} over {v}, resumed")
+                    reused += conn.sock.session_reused
+                    loops.add(r.header("x-worker"))
+                    conn.close()
+                eq(reused, 4, f"sessions resumed of 4 over {v}")
+                eq(len(loops), 2, f"the loops that resumed them over {v}: {loops}")
+            eq(s.stop(), 0, "exit status")
+    finally:
+        c.close()
+
+
+def test_TL7_event_stream_over_tls():
+    c = Certs()
+    try:
+        with _serving(c) as s:
+            s.wait_ready()
+            conn = _tls(_https_addr(s), _ctx(c.ca))
+            conn.send(b"GET /events HTTP/1.1\r\nHost: a.test\r\n\r\n")
+            head = conn.read_head()
+            eq(head.status, 200, f"the stream's head: {head!r}")
+            check((head.header("content-type") or "").startswith("text/event-stream"),
+                  f"its type: {head!r}")
+            # Two beats of the producer, as frames, through the TLS records.
+            events = 0
+            deadline = time.monotonic() + 10
+            while events < 2 and time.monotonic() < deadline:
+                check(conn._fill(), "the stream ended")
+                events = conn.buf.count(b"event: beat\n")
+            check(events >= 2, f"beats over TLS: {conn.buf!r}")
+            conn.close()
+            eq(s.stop(), 0, "exit status")
+    finally:
+        c.close()
+
+
+def test_TL7_drain_over_tls_sends_close_notify():
+    c = Certs()
+    try:
+        with _serving(c) as s:
+            s.wait_ready()
+            idle = _tls(_https_addr(s), _ctx(c.ca))
+            _get_ok(idle, "GET before the drain")
+            s.send_signal(signal.SIGTERM)
+            # The idle connection is closed with close_notify: a clean end of the session (a
+            # close without it raises SSLEOFError here), then the stream's end.
+            idle.sock.settimeout(10)
+            eq(idle.sock.recv(100), b"", "the session's end")
+            idle.close()
+            eq(s.wait_exit(), 0, "exit status")
+    finally:
+        c.close()
+
+
+def _tls_metrics(port):
+    """{(name, frozenset(labels)): value} of a scrape, for the m0_tls_handshakes families."""
+    st, _, body = scrape(("127.0.0.1", port), accept="application/openmetrics-text")
+    eq(st, 200, "GET /metrics")
+    return samples(body)
+
+
+def _closed(conn, timeout=5):
+    """Read until the server closes `conn` (a raw TCP Conn); a TLS alert record is all that may
+    come before its end."""
+    got = b""
+    while conn._fill(timeout):
+        got = conn.buf
+    check(got == b"" or (got[:1] == b"\x15" and len(got) == 7), f"before the close: {got!r}")
+
+
+def test_TL6_handshake_timeout_garbage_and_bound_per_loop():
+    c = Certs()
+    try:
+        mport = free_port()
+        env = {"M0_TLS_HANDSHAKE_TIMEOUT_MS": "2000", "M0_TLS_MAX_HANDSHAKES": "2",
+               "M0_METRICS": f"127.0.0.1:{mport}"}
+        with _serving(c, env=env) as s:
+            s.wait_ready()
+            addr = _https_addr(s)
+            # Garbage where a ClientHello should be: closed at once, long before the timeout.
+            junk = Conn.tcp(addr)
+            junk.send(b"\x16\x03\x01\x00\x05hello" + b"\x00" * 64)
+            t0 = time.monotonic()
+            _closed(junk)
+            check(time.monotonic() - t0 < 1.5, "garbage was closed only at the timeout")
+            junk.close()
+            # Two silent connections hold the loop's two handshakes; the third is closed at once
+            # (the listener's queue is FIFO: it is accepted after them).
+            silent = [Conn.tcp(addr) for _ in range(2)]
+            third = Conn.tcp(addr)
+            t0 = time.monotonic()
+            _closed(third)
+            check(time.monotonic() - t0 < 1.5, "the third handshake waited for the timeout")
+            third.close()
+            # The silent ones end at the timeout, and a normal client is served after.
+            for conn in silent:
+                _closed(conn)
+                elapsed = time.monotonic() - t0
+                check(1.5 < elapsed < 8, f"a silent handshake closed after {elapsed:.2f}s")
+                conn.close()
+            ok = _tls(addr, _ctx(c.ca))
+            _get_ok(ok, "a normal client after them")
+            ok.close()
+            smp = _tls_metrics(mport)
+            got = {r: value(smp, "m0_tls_handshakes_failed_total", loop="0", reason=r)
+                   for r in ("error", "timeout", "busy")}
+            eq(got, {"error": 1.0, "timeout": 2.0, "busy": 1.0}, "handshakes failed by reason")
+            eq(value(smp, "m0_tls_handshakes_total", loop="0", version="TLSv1.3"), 1.0,
+               "TLS 1.3 handshakes")
+            eq(s.stop(), 0, "exit status")
+    finally:
+        c.close()
+
+
+def test_TL7_metrics_and_access_log_count_tls():
+    c = Certs()
+    try:
+        mport = free_port()
+        env = {"M0_METRICS": f"127.0.0.1:{mport}", "M0_ACCESS_LOG": "on"}
+        with _serving(c, env=env) as s:
+            s.wait_ready()
+            addr = _https_addr(s)
+            ctx12 = _ctx(c.ca, ssl.TLSVersion.TLSv1_2)
+            first = _tls(addr, ctx12)
+            _get_ok(first, "GET over TLS 1.2")
+            sess = first.sock.session
+            first.close()
+            again = _tls(addr, ctx12, session=sess)
+            _get_ok(again, "GET over TLS 1.2, resumed")
+            check(again.sock.session_reused, "the session was resumed")
+            again.close()
+            conn = _tls(addr, _ctx(c.ca, ssl.TLSVersion.TLSv1_3))
+            _get_ok(conn, "GET over TLS 1.3")
+            conn.close()
+            _get_ok(Conn.tcp(s.tcp_addr), "plain GET")
+            s.wait_log("GET /health 200 3$")
+            smp = _tls_metrics(mport)
+            eq((value(smp, "m0_tls_handshakes_total", loop="0", version="TLSv1.2"),
+                value(smp, "m0_tls_handshakes_total", loop="0", version="TLSv1.3"),
+                value(smp, "m0_tls_handshakes_resumed_total", loop="0")), (2.0, 1.0, 1.0),
+               "handshakes by version, and resumed")
+            eq(s.stop(), 0, "exit status")
+            lines = [ln.split(": ", 1)[1] for ln in s.log_lines() if "GET /health" in ln]
+            eq(lines, ["GET /health 200 3 (TLSv1.2)", "GET /health 200 3 (TLSv1.2)",
+                       "GET /health 200 3 (TLSv1.3)", "GET /health 200 3"], "the access lines")
+    finally:
+        c.close()
+
+
+def test_TL4_sighup_reload_keeps_open_connections_and_a_bad_set_keeps_the_old():
+    c = Certs()
+    try:
+        a_crt, a_key = c.leaf("a", "a.test")
+        b_crt, b_key = c.leaf("b", "a.test")  # a renewal: the same name, another key
+        _, other_key = c.leaf("o", "o.test")
+        crt, key = c.path("live.crt"), c.path("live.key")
+        shutil.copy(a_crt, crt)
+        shutil.copy(a_key, key)
+        fingerprint = {}
+        for name, path in (("a", a_crt), ("b", b_crt)):
+            fingerprint[name] = subprocess.run(
+                ["openssl", "x509", "-in", path, "-noout", "-fingerprint", "-sha256"],
+                capture_output=True, check=True, text=True).stdout.strip()
+
+        def presented(conn):
+            der = conn.sock.getpeercert(binary_form=True)
+            return subprocess.run(["openssl", "x509", "-inform", "DER", "-noout", "-fingerprint",
+                                   "-sha256"], input=der, capture_output=True,
+                                  check=True).stdout.decode().strip()
+
+        with Server("host_check", env={"M0_TLS_CERT": crt, "M0_TLS_KEY": key},
+                    sockets=[("tcp", "http"), ("tcp", "https")]) as s:
+            s.wait_ready()
+            addr = _https_addr(s)
+            old = _tls(addr, _ctx(c.ca))
+            _get_ok(old, "GET before the reload")
+            eq(presented(old), fingerprint["a"], "the certificate before the reload")
+            shutil.copy(b_crt, crt)
+            shutil.copy(b_key, key)
+            s.send_signal(signal.SIGHUP)
+            line = s.wait_log("TLS reload")
+            check(line.endswith("TLS reloaded: 1 certificate for new handshakes; open "
+                                "connections keep theirs"), f"the reload's line: {line!r}")
+            new = _tls(addr, _ctx(c.ca))
+            _get_ok(new, "GET after the reload")
+            eq(presented(new), fingerprint["b"], "a new handshake's certificate")
+            new.close()
+            _get_ok(old, "the connection opened before still answers")
+            # A key that is not the certificate's: refused, and b still serves.
+            shutil.copy(other_key, key)
+            s.send_signal(signal.SIGHUP)
+            line = s.wait_log("TLS reload refused")
+            want = (f"TLS reload refused, the certificates loaded before still serve: "
+                    f"M0_TLS_KEY={key} does not match the certificate of M0_TLS_CERT={crt} "
+                    f"(give the key the certificate was made for, or the certificate of this "
+                    f"key)")
+            check(line.endswith(want), f"the refusal's line: {line!r}, wanted {want!r}")
+            again = _tls(addr, _ctx(c.ca))
+            _get_ok(again, "GET after the bad reload")
+            eq(presented(again), fingerprint["b"], "the certificate after the bad reload")
+            again.close()
+            _get_ok(old, "the first connection still answers")
+            old.close()
+            eq(s.stop(), 0, "exit status")
+    finally:
+        c.close()
+
+
+def test_TL7_pipelining_large_and_chunked_bodies_over_tls():
+    c = Certs()
+    try:
+        with _serving(c) as s:
+            s.wait_ready()
+            conn = _tls(_https_addr(s), _ctx(c.ca))
+            # Three requests in one write: answered in order on the kept connection.
+            conn.send(b"GET /health HTTP/1.1\r\nHost: a\r\n\r\n" * 3)
+            for i in range(3):
+                r = conn.read_response()
+                eq((r.status, r.body), (200, b"ok\n"), f"pipelined answer {i}")
+            # A body of 1 MiB, many records, some of whose plaintext waits inside OpenSSL
+            # between reads; its echo comes back whole, also many records.
+            body = bytes(range(256)) * 4096
+            conn.send(b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n" % len(body)
+                      + body)
+            r = conn.read_response()
+            eq((r.status, len(r.body), r.body == body), (200, len(body), True), "the echo")
+            # Chunked, with Expect: 100-continue.
+            conn.send(b"POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n"
+                      b"Expect: 100-continue\r\n\r\n")
+            r = conn.read_response()
+            eq(r.status, 100, "100-continue over TLS")
+            conn.send(b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+            r = conn.read_response()
+            eq((r.status, r.body), (200, b"hello world"), "the chunked echo")
+            conn.send(b"HEAD /health HTTP/1.1\r\nHost: a\r\n\r\n")
+            r = conn.read_response(head=True)
+            eq((r.status, r.header("content-length")), (200, "3"), "HEAD over TLS")
+            _get_ok(conn, "GET after them")
+            conn.close()
+            eq(s.stop(), 0, "exit status")
     finally:
         c.close()

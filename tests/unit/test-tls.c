@@ -17,6 +17,7 @@
 #include <openssl/x509v3.h>
 
 #include "tls.h"
+#include "transport.h"
 #include "unit.h"
 
 #define DAY (24L * 3600)
@@ -995,6 +996,117 @@ START_TEST(TL5_loops_share_one_context)
 }
 END_TEST
 
+/* ---- the TLS transport (LY2): pending plaintext, sendfile through records, close_notify ---- */
+
+/* The server's handshake through the transport's table, the client's beside it. */
+static void transport_handshake(struct m0_transport *tr, SSL *c)
+{
+        int sr = -EAGAIN;
+        bool cdone = false;
+        for (int i = 0; i < 1000 && (sr == -EAGAIN || !cdone); i++) {
+                if (sr == -EAGAIN) {
+                        sr = tr->ops->handshake(tr);
+                        if (sr == -EAGAIN)
+                                ck_assert_uint_ne(tr->want, 0);
+                }
+                if (!cdone) {
+                        int r = SSL_do_handshake(c);
+                        int e = r == 1 ? SSL_ERROR_NONE : SSL_get_error(c, r);
+                        cdone = e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE;
+                }
+        }
+        ck_assert_int_eq(sr, 0);
+        ck_assert(cdone);
+}
+
+START_TEST(TL7_transport_pending_sendfile_close_notify)
+{
+        struct m0_tls *t = usual();
+        SSL_CTX *cc = client_ctx(0);
+        int fd[2];
+        ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fd), 0);
+        struct m0_transport tr;
+        ck_assert_int_eq(m0__tls_transport_open(&tr, t, fd[0]), 0);
+        ck_assert_ptr_eq(tr.ops, &m0__transport_tls);
+        SSL *c = SSL_new(cc);
+        SSL_set_fd(c, fd[1]);
+        SSL_set_connect_state(c);
+        SSL_set_tlsext_host_name(c, "a.test");
+        transport_handshake(&tr, c);
+        int resumed = -1;
+        ck_assert_str_eq(tr.ops->session(&tr, &resumed), "TLSv1.3");
+        ck_assert_int_eq(resumed, 0);
+
+        /* One record of 11 bytes read 4 at a time: the rest waits inside OpenSSL, where no
+         * readiness of the fd says so, and pending does. */
+        size_t w = 0;
+        ck_assert_int_eq(SSL_write_ex(c, "hello world", 11, &w), 1);
+        char buf[64];
+        ssize_t n;
+        int i = 0;
+        while ((n = tr.ops->read(&tr, buf, 4)) == -EAGAIN && i++ < 100)
+                ck_assert_uint_eq(tr.want, M0_WANT_READ);
+        ck_assert_int_eq(n, 4);
+        ck_assert_bytes(buf, 4, "hell", 4);
+        ck_assert_uint_eq(m0__transport_pending(&tr), 7);
+        ck_assert_int_eq(tr.ops->read(&tr, buf, sizeof(buf)), 7);
+        ck_assert_bytes(buf, 7, "o world", 7);
+        ck_assert_uint_eq(m0__transport_pending(&tr), 0);
+        /* Two records waiting on the socket: one read takes both. */
+        ck_assert_int_eq(SSL_write_ex(c, "abc", 3, &w), 1);
+        ck_assert_int_eq(SSL_write_ex(c, "defg", 4, &w), 1);
+        ck_assert_int_eq(tr.ops->read(&tr, buf, sizeof(buf)), 7);
+        ck_assert_bytes(buf, 7, "abcdefg", 7);
+        ck_assert_int_eq(tr.ops->read(&tr, buf, sizeof(buf)), -EAGAIN);
+        ck_assert_uint_eq(tr.want, M0_WANT_READ);
+
+        /* sendfile: a file's 40,000 bytes from offset 100 arrive whole, in order, as records. */
+        char path[128];
+        path_of(path, sizeof(path), "file.bin");
+        int f = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        ck_assert_int_ge(f, 0);
+        static char data[40100], in[40000];
+        for (size_t k = 0; k < sizeof(data); k++)
+                data[k] = (char)(k * 7 % 251);
+        ck_assert_int_eq(write(f, data, sizeof(data)), (ssize_t)sizeof(data));
+        off_t off = 100;
+        size_t got = 0;
+        for (i = 0; (off < (off_t)sizeof(data) || got < sizeof(in)) && i < 10000; i++) {
+                if (off < (off_t)sizeof(data)) {
+                        ssize_t s = tr.ops->sendfile(&tr, f, &off, sizeof(data) - (size_t)off);
+                        if (s == -EAGAIN)
+                                ck_assert_uint_eq(tr.want, M0_WANT_WRITE);
+                        else
+                                ck_assert_int_gt(s, 0);
+                }
+                size_t k = 0;
+                while (got < sizeof(in) && SSL_read_ex(c, in + got, sizeof(in) - got, &k) == 1)
+                        got += k;
+        }
+        ck_assert_int_eq(off, (off_t)sizeof(data));
+        ck_assert_bytes(in, got, data + 100, sizeof(in));
+        close(f);
+
+        /* Part of a record's header: nothing pending, and a read wants more. */
+        ck_assert_int_eq(write(fd[1], "\x17\x03\x03", 3), 3);
+        ck_assert_uint_eq(m0__transport_pending(&tr), 0);
+        ck_assert_int_eq(tr.ops->read(&tr, buf, sizeof(buf)), -EAGAIN);
+        ck_assert_uint_eq(m0__transport_pending(&tr), 0);
+
+        /* The close sends close_notify: the client reads the session's end, not an error. */
+        tr.ops->close(&tr);
+        ck_assert_int_eq(tr.fd, -1);
+        char b;
+        size_t k;
+        ck_assert_int_eq(SSL_read_ex(c, &b, 1, &k), 0);
+        ck_assert_int_eq(SSL_get_error(c, 0), SSL_ERROR_ZERO_RETURN);
+        SSL_free(c);
+        close(fd[1]);
+        SSL_CTX_free(cc);
+        m0__tls_free(t);
+}
+END_TEST
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("tls");
@@ -1019,6 +1131,7 @@ static Suite *suite(void)
         tcase_add_test(tc, TL5_resumption_tickets_and_cache);
         tcase_add_test(tc, TL4_reload_swaps_for_new_handshakes);
         tcase_add_test(tc, TL5_loops_share_one_context);
+        tcase_add_test(tc, TL7_transport_pending_sendfile_close_notify);
         suite_add_tcase(s, tc);
         return s;
 }
