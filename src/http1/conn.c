@@ -355,6 +355,37 @@ static bool rbuf_room(struct m0_conn *c)
 }
 
 /*
+ * HT1: a connection whose first bytes are HTTP/2's preface (RFC 9113 3.4) speaks HTTP/2 by prior
+ * knowledge; there is no Upgrade: h2c. True when `c` was handed to the host's HTTP/2 protocol
+ * with the `n` bytes at `base` (or closed), or when they are the start of a preface and it waits
+ * for the rest; false for anything else, which HTTP/1.1 reads.
+ */
+static bool prior_knowledge(struct m0_conn *c, char *base, size_t n)
+{
+        static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+        const size_t len = sizeof(preface) - 1;
+        const struct m0_proto_ops *h2 = c->loop->host->h2;
+        if (!h2 || c->nreq || c->phase != PH_IDLE || memcmp(base, preface, n < len ? n : len))
+                return false;
+        if (n < len) {
+                if (base != c->rbuf && stash(c, base, 0, n, n) < 0) {
+                        m0__conn_close(c);
+                        return true;
+                }
+                c->rpos = c->rlen; /* nothing of it is parsed */
+                if (!c->read_deadline)
+                        m0__read_begin(c, M0_TIMER_HEAD);
+                m0__wait_read(c);
+                return true;
+        }
+        c->read_deadline = 0;
+        c->proto = h2;
+        (void)h2->start(c, base, n);
+        rbuf_release(c);
+        return true;
+}
+
+/*
  * The one read path. Bytes its last slice left unparsed come before anything new; a request in
  * progress reads on into its buffer; otherwise the read lands in the loop's scratch buffer, and
  * only what must outlive it is kept (D5).
@@ -375,12 +406,13 @@ static void h1_readable(struct m0_conn *c)
                 size_t n = rbuf_room(c) ? read_in(c, c->rbuf + c->rlen, c->rcap - c->rlen) : 0;
                 if (n) {
                         c->rlen += (uint32_t)n;
-                        run_buffered(c);
+                        if (!prior_knowledge(c, c->rbuf, c->rlen))
+                                run_buffered(c);
                 }
                 return;
         }
         size_t n = read_in(c, l->rscratch, l->rscratch_cap);
-        if (!n)
+        if (!n || prior_knowledge(c, l->rscratch, n))
                 return;
         if (c->phase == PH_IDLE && !c->read_deadline) {
                 m0__read_begin(c, M0_TIMER_HEAD); /* from the head's first byte (H2) */
@@ -521,8 +553,22 @@ void m0__conn_cut_all(struct m0_hctx *l)
         }
 }
 
+int m0__conn_want(struct m0_conn *c, uint32_t ev)
+{
+        return set_events(c, ev);
+}
+
+void m0__conn_linger(struct m0_conn *c)
+{
+        linger_or_close(c);
+}
+
 void m0__conn_resume(struct m0_conn *c)
 {
+        if (c->proto->resume) {
+                c->proto->resume(c);
+                return;
+        }
         if (flush(c))
                 run_buffered(c);
 }

@@ -116,6 +116,7 @@ struct m0_loop_stats {
         m0_counter delivered, replayed; /* event frames written to streams: live, replayed */
         struct m0_histogram job;        /* pool jobs' run time on their pool thread */
         m0_counter journal_sent, journal_dropped; /* access log entries (M0_ACCESS_LOG=journal) */
+        m0_counter h2_requests;                   /* of `requests`, those HTTP/2 carried (HT1) */
 };
 
 /* ---- metrics.c: the exposition ---- */
