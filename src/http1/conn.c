@@ -365,8 +365,15 @@ static bool prior_knowledge(struct m0_conn *c, char *base, size_t n)
         static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
         const size_t len = sizeof(preface) - 1;
         const struct m0_proto_ops *h2 = c->loop->host->h2;
-        if (!h2 || c->nreq || c->phase != PH_IDLE || memcmp(base, preface, n < len ? n : len))
+        if (!h2 || c->nreq || c->phase != PH_IDLE)
                 return false;
+        if (memcmp(base, preface, n < len ? n : len)) {
+                /* Bytes held unparsed below as a preface's start are HTTP/1.1's after all
+                 * (rbuf holds no other unparsed bytes of an idle first request). */
+                if (base == c->rbuf)
+                        c->rpos = 0;
+                return false;
+        }
         if (n < len) {
                 if (base != c->rbuf && stash(c, base, 0, n, n) < 0) {
                         m0__conn_close(c);
