@@ -548,8 +548,9 @@ def test_HT6_fields_and_pseudo_headers():
     Keep-Alive, Transfer-Encoding, Upgrade, TE other than trailers); 8.3: a pseudo-header after
     a regular field, an unknown one, a missing :path, a repeated :method, a response
     pseudo-header in a request; each is a malformed request, the stream reset PROTOCOL_ERROR,
-    the connection going on. `te: trailers` is allowed (8.2.2); HPACK garbage is a
-    COMPRESSION_ERROR for the connection (4.3)."""
+    the connection going on. `te: trailers` is allowed (8.2.2); HPACK garbage, and a dynamic
+    table grown past SETTINGS_HEADER_TABLE_SIZE, are a COMPRESSION_ERROR for the connection (4.3,
+    HT4)."""
     base = [(":method", "GET"), (":scheme", "http"), (":path", "/health"), (":authority", "t")]
     bad = [
         ("8.2.1: upper-case name", base + [("X-Up", "1")]),
@@ -580,6 +581,13 @@ def test_HT6_fields_and_pseudo_headers():
         h = H2(s.port)
         h.send(raw_frame(1, 5, 1, b"\xff\xff\xff\xff\xff"))  # 4.3: an index past every table
         expect_goaway(h, COMPRESSION_ERROR, "4.3: HPACK that does not decode")
+        h.close()
+
+        # 4.3, RFC 7541 6.3: a dynamic table size update to 8192, past the 4096 m0 allows
+        h = H2(s.port)
+        block = b"\x3f\xe1\x3f" + hpack.Encoder().encode(base)
+        h.send(raw_frame(1, 5, 1, block))
+        expect_goaway(h, COMPRESSION_ERROR, "an HPACK table grown past its setting")
         h.close()
         eq(s.stop(), 0, "exit status")
 
@@ -659,5 +667,37 @@ def test_HT4_continuation_flood_gets_goaway():
             pass
         expect_goaway(h, ENHANCE_YOUR_CALM, "CONTINUATION flood")
         check(not [f for f in h.got if isinstance(f, HeadersFrame)], f"an answer: {h.got}")
+        h.close()
+        eq(s.stop(), 0, "exit status")
+
+
+def test_HT4_ping_flood_and_idle_connection():
+    """A PING flood: more acknowledgements than m0 queues (1000) asked for at once end the
+    connection with GOAWAY ENHANCE_YOUR_CALM; an idle connection gets GOAWAY NO_ERROR after
+    M0_IDLE_TIMEOUT_MS and is closed; a new connection is served (HT4)."""
+    env = {"M0_THREADS": 1, "M0_IDLE_TIMEOUT_MS": 400, "M0_LINGER_MS": 100}
+    with Server("host_check", env=env) as s:
+        s.wait_ready()
+        h = H2(s.port)
+        h.request(1, "GET", "/health")
+        eq(h.response(1)[2], b"ok\n", "stream 1")
+        t0 = time.monotonic()
+        h.expect_eof(timeout=5)
+        took = time.monotonic() - t0
+        check(0.3 <= took < 3, f"closed after {took:.2f}s idle")
+        goaways = [(f.last_stream_id, f.error_code) for f in h.got if isinstance(f, GoAwayFrame)]
+        eq(goaways, [(1, NO_ERROR)], "the idle connection's GOAWAY")
+        h.close()
+
+        h = H2(s.port)
+        try:  # 20000 PINGs in one write: every read of them asks for thousands of ACKs
+            h.send(PingFrame(0, opaque_data=b"87654321").serialize() * 20000)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        expect_goaway(h, ENHANCE_YOUR_CALM, "a PING flood")
+        h.close()
+        h = H2(s.port)
+        h.request(1, "GET", "/health")
+        eq(h.response(1)[2], b"ok\n", "a new connection is served")
         h.close()
         eq(s.stop(), 0, "exit status")
