@@ -668,11 +668,13 @@ static void h2_timer(struct m0_conn *c)
         struct m0_h2 *h = c->h2;
         switch (c->timer.cls) {
         case M0_TIMER_IDLE:
-                if (c->jobs || !m0__list_empty(&h->streams)) {
-                        m0__timer_set(c, M0_TIMER_IDLE); /* streams in flight: not idle */
+                if (c->jobs) {
+                        m0__timer_set(c, M0_TIMER_IDLE); /* the pool answers: m0 is the wait */
                         return;
                 }
-                /* HT4: an idle connection is told so, then closed */
+                /* HT4: nothing came from the client for M0_IDLE_TIMEOUT_MS: an idle connection,
+                 * or one whose streams wait on it (a body that stopped, a window it never
+                 * opens). It is told so, then closed. */
                 h->goaway = true;
                 (void)nghttp2_session_terminate_session(h->s, NGHTTP2_NO_ERROR);
                 h2_send(h);

@@ -701,3 +701,75 @@ def test_HT4_ping_flood_and_idle_connection():
         eq(h.response(1)[2], b"ok\n", "a new connection is served")
         h.close()
         eq(s.stop(), 0, "exit status")
+
+
+def upload(h, sid, path, body):
+    """POST `body` on stream `sid`, sending DATA as far as m0's windows allow and reading its
+    WINDOW_UPDATEs (RFC 9113 6.9): {stream id: the increments it gave}."""
+    h.headers(sid, [(":method", "POST"), (":scheme", "http"), (":path", path),
+                    (":authority", "t"), ("content-length", str(len(body)))], end_stream=False)
+    sent, window, updates = 0, 65535, {0: 0, sid: 0}
+    while sent < len(body):
+        n = min(16384, len(body) - sent, window)
+        if n == 0:
+            f = h.next()
+            check(f is not None, "the server closed while the body's window was shut")
+            if isinstance(f, WindowUpdateFrame):
+                updates[f.stream_id] = updates.get(f.stream_id, 0) + f.window_increment
+                window = max(0, 65535 + min(updates[0], updates[sid]) - sent)
+            continue
+        last = sent + n == len(body)
+        h.send(DataFrame(sid, data=body[sent:sent + n],
+                         flags=["END_STREAM"] if last else []).serialize())
+        sent += n
+        window -= n
+    return updates
+
+
+def test_HT4_a_client_that_never_opens_its_window():
+    """An answer larger than the client's window (65535) to a client that never sends
+    WINDOW_UPDATE: m0 sends what the window allows, then, nothing coming from the client for
+    M0_IDLE_TIMEOUT_MS, GOAWAY and the close; the host goes on (HT4)."""
+    env = {"M0_THREADS": 1, "M0_IDLE_TIMEOUT_MS": 500, "M0_LINGER_MS": 100}
+    with Server("host_check", env=env) as s:
+        s.wait_ready()
+        h = H2(s.port)
+        body = b"z" * 100000
+        upload(h, 1, "/echo", body)
+        t0 = time.monotonic()
+        h.expect_eof(timeout=5)
+        took = time.monotonic() - t0
+        got = sum(len(f.data) for f in h.got if isinstance(f, DataFrame) and f.stream_id == 1)
+        eq(got, 65535, "the answer's bytes sent: the client's window")
+        goaways = [f.error_code for f in h.got if isinstance(f, GoAwayFrame)]
+        eq(goaways, [NO_ERROR], "GOAWAY")
+        check(0.3 <= took < 3, f"closed after {took:.2f}s")
+        h.close()
+        h = H2(s.port)
+        h.request(1, "GET", "/health")
+        eq(h.response(1)[2], b"ok\n", "a new connection is served")
+        h.close()
+        eq(s.stop(), 0, "exit status")
+
+
+def test_HT2_pool_jobs_of_a_connection_that_left():
+    """Two pool requests and one the client resets, on a connection the client then closes:
+    the jobs come back to nobody, the connection is freed once the last has (ASan checks it),
+    and the host answers on (HT2)."""
+    env = {"M0_THREADS": 1, "M0_BLOCKING_THREADS": 2}
+    with Server("host_check", env=env) as s:
+        s.wait_ready()
+        h = H2(s.port)
+        h.request(1, "GET", "/slow?ms=200")
+        h.request(3, "GET", "/slow?ms=100")
+        h.send(RstStreamFrame(3, error_code=0x8).serialize())
+        h.request(5, "GET", "/health")
+        eq(h.response(5)[2], b"ok\n", "a loop request beside the pool's")
+        h.close()
+        # both pool threads are busy until 100 ms: this job ends past 350 ms, after the two
+        # of the connection that left have come back to the loop
+        h = H2(s.port)
+        h.request(1, "GET", "/slow?ms=250")
+        eq(h.response(1)[:3:2], (200, b'{"slept_ms":250}\n'), "a new connection")
+        h.close()
+        eq(s.stop(), 0, "exit status (under ASan: no leak, no use after free)")
