@@ -163,7 +163,8 @@ static void note(struct m0_conn *c, enum m0_answer_kind kind, const m0_req *req,
                                                 .path = req->path,
                                                 .path_len = req->path_len,
                                                 .status = status,
-                                                .bytes = bytes,
+                                                /* HTTP/2 frames its head later, compressed */
+                                                .bytes = c->proto->respond ? body_len : bytes,
                                                 .body_len = body_len,
                                                 .on_pool = on_pool,
                                                 .proto = c->proto->name});

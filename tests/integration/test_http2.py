@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+from journaltest import Journald
 from m0test import Conn, Server, check, eq, free_port, tool
 
 # Debian's python3-h2, python3-hpack and python3-hyperframe are pure Python, installed for the
@@ -773,3 +774,25 @@ def test_HT2_pool_jobs_of_a_connection_that_left():
         eq(h.response(1)[:3:2], (200, b'{"slept_ms":250}\n'), "a new connection")
         h.close()
         eq(s.stop(), 0, "exit status (under ASan: no leak, no use after free)")
+
+
+def test_HT1_journal_entries_name_the_protocol():
+    """M0_ACCESS_LOG=journal: each entry's M0_PROTOCOL says which protocol carried it, and an
+    HTTP/2 answer's M0_BYTES is its body's (HT1)."""
+    env = {"M0_ACCESS_LOG": "journal", "M0_THREADS": "1"}
+    with Journald() as j, Server("host_check", env=env, preexec_fn=j.enter) as s:
+        s.wait_ready()
+        h = H2(s.port)
+        h.request(1, "GET", "/health")
+        eq(h.response(1)[2], b"ok\n", "over h2")
+        h.close()
+        c = s.connect()
+        eq(c.get("/health").status, 200, "over HTTP/1.1")
+        c.close()
+        entries = [e for e in j.wait_entries(2, _PID=str(s.pid), M0_APP="host_check",
+                                             PRIORITY="6") if "M0_STATUS" in e]
+        eq([(e["M0_PROTOCOL"], e["M0_PATH"], e["M0_STATUS"]) for e in entries],
+           [("h2", "/health", "200"), ("http/1.1", "/health", "200")], "the entries")
+        eq(entries[0]["M0_BYTES"], "3", "HTTP/2: the body's bytes")
+        check(int(entries[1]["M0_BYTES"]) > 100, f"HTTP/1.1: {entries[1]['M0_BYTES']}")
+        eq(s.stop(), 0, "exit status")
