@@ -40,6 +40,7 @@ struct h2_stream {
         bool has_body;  /* DATA announced (no END_STREAM on HEADERS) */
         uint64_t body_limit, body_seen;
         struct m0_buf body;
+        uint64_t held;     /* body bytes taken and not consumed: its windows stay shut for them */
         struct m0_buf out; /* the answer's body, which the data provider reads */
         size_t out_off;
         uint64_t t_start;
@@ -49,6 +50,7 @@ struct m0_h2 {
         nghttp2_session *s;
         struct m0_conn *c;
         struct m0_list streams; /* of h2_stream */
+        uint64_t body_bytes;    /* of the streams' bodies kept, not yet dispatched (D155) */
         bool notice;            /* the drain's first GOAWAY (2^31-1) is submitted */
         bool goaway;            /* its last one, or the idle timeout's */
 };
@@ -60,6 +62,35 @@ static void h2_send(struct m0_h2 *h);
 static struct h2_stream *stream_of(struct m0_h2 *h, int32_t id)
 {
         return nghttp2_session_get_stream_user_data(h->s, id);
+}
+
+/* A stream may have its body's bytes consumed (its window and the connection's opened again)
+ * while the connection keeps at most M0_MAX_BODY_BYTES of bodies, or when its own is the only
+ * one kept, which its route's bound holds (D155). */
+static bool may_consume(const struct m0_h2 *h, const struct h2_stream *st)
+{
+        return h->body_bytes <= h->c->loop->host->cfg.max_body_bytes ||
+               h->body_bytes == st->body.len;
+}
+
+/* Bytes left unconsumed are taken now by the streams that may. */
+static void release(struct m0_h2 *h)
+{
+        for (struct m0_link *n = h->streams.head; n; n = n->next) {
+                struct h2_stream *st = M0__CONTAINER_OF(n, struct h2_stream, link);
+                if (st->held && may_consume(h, st)) {
+                        (void)nghttp2_session_consume(h->s, st->id, st->held);
+                        st->held = 0;
+                }
+        }
+}
+
+/* The stream's body is let go (dispatched, refused, or its stream closed). */
+static void drop_body(struct m0_h2 *h, struct h2_stream *st)
+{
+        h->body_bytes -= st->body.len;
+        m0__buf_free(&st->body);
+        release(h);
 }
 
 static void stream_free(struct m0_h2 *h, struct h2_stream *st)
@@ -266,7 +297,7 @@ static void dispatch(struct m0_h2 *h, struct h2_stream *st)
         c->nreq++;
         l->requests++;
         m0__dispatch(c, &l->req, method, st->has_body, method == HTTP_HEAD, M0__CONN_KEEP);
-        m0__buf_free(&st->body); /* the pool's job took a copy */
+        drop_body(h, st); /* the pool's job took a copy */
 }
 
 /* The request's HEADERS are whole. A request with a body is routed now, before a byte of it is
@@ -440,28 +471,32 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
         return 0;
 }
 
-/* A body's bytes: within the route's bound (413 past it), kept for the handler or dropped. The
- * window they took opens again at once (HT2: a body is bounded per stream by its route's bound
- * and by the window, D155). */
+/* A body's bytes: within the route's bound (413 past it), kept for the handler or dropped.
+ * Dropped bytes open the windows again at once; kept ones once the connection's bodies are
+ * within M0_MAX_BODY_BYTES (HT2: a body is bounded per stream and per connection, D155). */
 static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *data,
                          size_t len, void *ud)
 {
         (void)flags;
         struct m0_h2 *h = ud;
         struct h2_stream *st = stream_of(h, id);
-        (void)nghttp2_session_consume(s, id, len);
-        if (!st || st->discard)
+        if (!st || st->discard) {
+                (void)nghttp2_session_consume(s, id, len);
                 return 0;
+        }
         st->body_seen += len;
-        if (st->body_seen > st->body_limit) {
-                m0__buf_free(&st->body);
-                refuse(h, st, 413);
+        if (st->body_seen > st->body_limit || m0__buf_append(&st->body, data, len) < 0) {
+                (void)nghttp2_session_consume(s, id, len);
+                int status = st->body_seen > st->body_limit ? 413 : 500;
+                drop_body(h, st);
+                refuse(h, st, status);
                 return 0;
         }
-        if (m0__buf_append(&st->body, data, len) < 0) {
-                m0__buf_free(&st->body);
-                refuse(h, st, 500);
-        }
+        h->body_bytes += len;
+        if (may_consume(h, st))
+                (void)nghttp2_session_consume(s, id, len);
+        else
+                st->held += len;
         return 0;
 }
 
@@ -487,6 +522,10 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *
         if (!st)
                 return 0;
         (void)nghttp2_session_set_stream_user_data(s, id, NULL);
+        if (st->held) /* the connection's window: the stream's is gone with it */
+                (void)nghttp2_session_consume_connection(s, st->held);
+        st->held = 0;
+        drop_body(h, st);
         stream_free(h, st);
         return 0;
 }

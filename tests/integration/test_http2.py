@@ -796,3 +796,43 @@ def test_HT1_journal_entries_name_the_protocol():
         eq(entries[0]["M0_BYTES"], "3", "HTTP/2: the body's bytes")
         check(int(entries[1]["M0_BYTES"]) > 100, f"HTTP/1.1: {entries[1]['M0_BYTES']}")
         eq(s.stop(), 0, "exit status")
+
+
+def test_HT2_request_bodies_bounded_per_connection():
+    """Bodies kept on one connection stay within M0_MAX_BODY_BYTES (20000 here): a second
+    stream's bytes past it are taken but its windows stay shut (no WINDOW_UPDATE for the
+    connection) until the first stream's body has gone to its handler; then both are answered
+    whole (HT2, RFC 9113 6.9)."""
+    with Server("host_check", env={"M0_THREADS": 1, "M0_MAX_BODY_BYTES": 20000}) as s:
+        s.wait_ready()
+        h = H2(s.port)
+        post = [(":method", "POST"), (":scheme", "http"), (":path", "/echo"), (":authority", "t")]
+        for sid in (1, 3):  # 19999 bytes of each body: neither is whole
+            c = b"%d" % sid
+            h.headers(sid, post + [("content-length", "20000")], end_stream=False)
+            h.send(DataFrame(sid, data=c * 16384).serialize() +
+                   DataFrame(sid, data=c * 3615).serialize())
+        def barrier():
+            h.send(PingFrame(0, opaque_data=b"barrier!").serialize())
+            while True:
+                f = h.next()
+                check(f is not None, "EOF")
+                if isinstance(f, PingFrame) and "ACK" in f.flags:
+                    return
+        barrier()
+        barrier()  # every frame the DATA made came before this ACK
+        conn_updates = [f.window_increment for f in h.got
+                        if isinstance(f, WindowUpdateFrame) and f.stream_id == 0]
+        eq(conn_updates, [], "the connection's window stays shut with 39998 bytes kept")
+        h.send(DataFrame(1, data=b"1", flags=["END_STREAM"]).serialize())
+        status, _, body, _ = h.response(1)
+        eq((status, body), (200, b"1" * 20000), "stream 1")
+        barrier()
+        conn_updates = [f.window_increment for f in h.got
+                        if isinstance(f, WindowUpdateFrame) and f.stream_id == 0]
+        eq(sum(conn_updates), 39999, "the connection's window opened for both bodies")
+        h.send(DataFrame(3, data=b"3", flags=["END_STREAM"]).serialize())
+        status, _, body, _ = h.response(3)
+        eq((status, body), (200, b"3" * 20000), "stream 3")
+        h.close()
+        eq(s.stop(), 0, "exit status")
