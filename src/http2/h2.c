@@ -644,8 +644,10 @@ static void h2_readable(struct m0_conn *c)
         struct m0_hctx *l = c->loop;
         ssize_t n = c->tr.ops->read(&c->tr, l->rscratch, l->rscratch_cap);
         c->rwant = n == -EAGAIN ? (uint8_t)c->tr.want : 0;
-        if (n == -EAGAIN)
+        if (n == -EAGAIN) {
+                (void)m0__conn_want(c, c->events); /* with what the transport wants (TLS) */
                 return;
+        }
         if (n <= 0) {
                 m0__conn_close(c); /* the client left */
                 return;
