@@ -836,3 +836,38 @@ def test_HT2_request_bodies_bounded_per_connection():
         eq((status, body), (200, b"3" * 20000), "stream 3")
         h.close()
         eq(s.stop(), 0, "exit status")
+
+
+NODE_H2 = r"""
+const http2 = require('http2');
+const s = http2.connect(process.argv[1]);
+s.on('error', (e) => { console.error(e); process.exit(1); });
+let left = 2;
+for (const [path, body] of [['/health', null], ['/echo', '{"n":1}']]) {
+  const r = s.request(Object.assign({':path': path, ':method': body ? 'POST' : 'GET'},
+                                    body ? {'content-type': 'application/json'} : {}));
+  let got = '';
+  r.setEncoding('utf8');
+  r.on('response', (h) => { got += h[':status'] + ' '; });
+  r.on('data', (d) => { got += d; });
+  r.on('end', () => { console.log(path + ' ' + JSON.stringify(got)); if (--left === 0) s.close(); });
+  r.end(body || undefined);
+}
+"""
+
+
+def test_HT6_real_clients_nghttp_and_node():
+    """Real clients over prior knowledge (HT6): nghttp's GET, and Node's http2 module with two
+    streams on one session, a GET and a POST, get the exact statuses and bodies."""
+    with Server("host_check", env={"M0_THREADS": 1}) as s:
+        s.wait_ready()
+        url = f"http://127.0.0.1:{s.port}"
+        p = subprocess.run([tool("nghttp", "nghttp2-client"), url + "/health"],
+                           capture_output=True, timeout=30)
+        eq((p.returncode, p.stdout), (0, b"ok\n"), "nghttp /health")
+        p = subprocess.run([tool("node", "nodejs"), "-e", NODE_H2, url], capture_output=True,
+                           timeout=30)
+        eq(p.returncode, 0, f"node: {p.stderr.decode(errors='replace')}")
+        eq(sorted(p.stdout.decode().splitlines()),
+           ['/echo "200 {\\"n\\":1}"', '/health "200 ok\\n"'], "node's http2")
+        eq(s.stop(), 0, "exit status")
