@@ -30,6 +30,7 @@ struct h2_stream {
         uint32_t nfields;                /* regular fields, :authority counted as Host */
         size_t head_bytes;               /* what the head would take as HTTP/1.1's lines */
         ssize_t method, path, authority; /* offsets into `fields`, -1 when absent */
+        ssize_t query;                   /* ... of the query, once the path is cut at its '?' */
         struct m0_buf cookie;            /* the cookie fields, joined with "; " (RFC 9113 8.2.3) */
         bool has_host;
         int refuse;     /* the head's own refusal (431), answered when it is whole */
@@ -112,7 +113,7 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *ud
         if (!st)
                 return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* this stream is reset */
         st->id = f->hd.stream_id;
-        st->method = st->path = st->authority = -1;
+        st->method = st->path = st->authority = st->query = -1;
         if (h->c->loop->observe)
                 st->t_start = m0__now_ns();
         m0__list_push(&h->streams, &st->link);
@@ -223,12 +224,11 @@ static void index_head(struct m0_h2 *h, struct h2_stream *st, m0_req *req)
         req->method = value_at(st, st->method);
         char *path = value_at(st, st->path);
         char *q = strchr(path, '?');
-        if (q) {
+        if (q) { /* cut once: a request with a body is indexed again when it is whole */
                 *q = '\0';
-                req->query = q + 1;
-        } else {
-                req->query = "";
+                st->query = (ssize_t)(q + 1 - st->fields.data);
         }
+        req->query = st->query >= 0 ? st->fields.data + st->query : "";
         req->path = path;
         req->path_len = strlen(path);
         req->body = st->body.data ? st->body.data : "";

@@ -871,3 +871,24 @@ def test_HT6_real_clients_nghttp_and_node():
         eq(sorted(p.stdout.decode().splitlines()),
            ['/echo "200 {\\"n\\":1}"', '/health "200 ok\\n"'], "node's http2")
         eq(s.stop(), 0, "exit status")
+
+
+def test_HT2_query_form_and_cookies_as_over_http11():
+    """A request with a body keeps its query (the form's field is named in it), and cookies
+    sent as two fields (RFC 9113 8.2.3) are read as HTTP/1.1's one Cookie line: the same
+    answers as over HTTP/1.1 (HT2)."""
+    with Server("host_check", env={"M0_THREADS": 1}) as s:
+        s.wait_ready()
+        form = {"Content-Type": "application/x-www-form-urlencoded"}
+        want = h1_answer(s.port, "POST", "/q/form?f=b", form, b"a=1&b=two")
+        eq((want[0], want[2]), (200, b'{"value":"two"}'), "HTTP/1.1's answer")
+        h = H2(s.port)
+        eq(h2_answer(h, 1, "POST", "/q/form?f=b", form, b"a=1&b=two"), want, "the form")
+        want = h1_answer(s.port, "GET", "/q/cookie?name=s", {"Cookie": "a=1; s=xyz"}, None)
+        h.request(3, "GET", "/q/cookie?name=s", [("cookie", "a=1"), ("cookie", "s=xyz")])
+        status, fields, body, _ = h.response(3)
+        got = (status, sorted((n, v) for n, v in fields if n != "date"), body)
+        eq(got, want, "two cookie fields")
+        check(b"xyz" in body, f"the cookie's value: {body!r}")
+        h.close()
+        eq(s.stop(), 0, "exit status")
