@@ -43,7 +43,8 @@ ENHANCE_YOUR_CALM, HTTP_1_1_REQUIRED = 0xB, 0xD
 def raw_frame(ftype, flags, sid, payload):
     """A frame as bytes, whatever its length says (RFC 9113 4.1), for frames hyperframe would
     refuse to build."""
-    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", sid) + payload
+    head = struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", sid)
+    return head + payload
 
 
 class H2:
@@ -851,7 +852,10 @@ for (const [path, body] of [['/health', null], ['/echo', '{"n":1}']]) {
   r.setEncoding('utf8');
   r.on('response', (h) => { got += h[':status'] + ' '; });
   r.on('data', (d) => { got += d; });
-  r.on('end', () => { console.log(path + ' ' + JSON.stringify(got)); if (--left === 0) s.close(); });
+  r.on('end', () => {
+    console.log(path + ' ' + JSON.stringify(got));
+    if (--left === 0) s.close();
+  });
   r.end(body || undefined);
 }
 """
