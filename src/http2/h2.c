@@ -207,6 +207,10 @@ static char *value_at(struct h2_stream *st, ssize_t off)
 static void index_head(struct m0_h2 *h, struct h2_stream *st, m0_req *req)
 {
         size_t n = 0;
+        if (st->query >= 0) { /* indexed before: the fields are walked whole again */
+                st->fields.data[st->query - 1] = '?';
+                st->query = -1;
+        }
         for (size_t off = 0; off < st->fields.len;) {
                 char *name = st->fields.data + off;
                 char *value = name + strlen(name) + 1;
@@ -224,7 +228,7 @@ static void index_head(struct m0_h2 *h, struct h2_stream *st, m0_req *req)
         req->method = value_at(st, st->method);
         char *path = value_at(st, st->path);
         char *q = strchr(path, '?');
-        if (q) { /* cut once: a request with a body is indexed again when it is whole */
+        if (q) { /* a request with a body is indexed again when it is whole (above) */
                 *q = '\0';
                 st->query = (ssize_t)(q + 1 - st->fields.data);
         }
