@@ -156,6 +156,12 @@ static const struct m0_knob knobs[] = {
          OFF(compress_brotli_level), 0, 11, "brotli's level for compressed answers"},
         {"compress-gzip-level", "M0_COMPRESS_GZIP_LEVEL", "6", K_U32, OFF(compress_gzip_level), 1,
          9, "gzip's level for compressed answers"},
+        {"h2-max-streams", "M0_H2_MAX_STREAMS", "100", K_U32, OFF(h2_max_streams), 1, 65536,
+         "HTTP/2 streams a client may have open on one connection (SETTINGS)"},
+        {"h2-window-bytes", "M0_H2_WINDOW_BYTES", "65535", K_U32, OFF(h2_window_bytes), 1024,
+         2147483647, "HTTP/2 flow-control window of each request body (SETTINGS)"},
+        {"h2-reset-rate", "M0_H2_RESET_RATE", "100", K_U32, OFF(h2_reset_rate), 1, 1000000,
+         "HTTP/2 streams a client may reset per second (as a burst too); past it, GOAWAY"},
 };
 
 /* Knobs that were, and what replaced them: a value for one is refused (78, or 2 for a flag)

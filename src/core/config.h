@@ -91,6 +91,10 @@ struct m0_config {
         uint32_t compress_zstd_level;
         uint32_t compress_brotli_level;
         uint32_t compress_gzip_level;
+        /* HT1, HT4 (src/http2/): the SETTINGS m0 sends and the reset rate it takes */
+        uint32_t h2_max_streams;
+        uint32_t h2_window_bytes;
+        uint32_t h2_reset_rate;
         bool doctor;
         unsigned char sources[M0__KNOBS_MAX]; /* enum m0_source per knob, in table order */
 };

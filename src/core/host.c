@@ -16,6 +16,7 @@
 #include "preflight.h"
 #include "crash.h"
 #include "doctor.h"
+#include "h2.h"
 #include "host.h"
 #include "log.h"
 #include "notify.h"
@@ -621,6 +622,7 @@ int m0_main(const m0_app *app, int argc, char **argv)
         const char *name = app && app->name ? app->name : "m0";
         memset(h, 0, sizeof(*h));
         h->app = app;
+        h->h2 = &m0__proto_h2; /* HT1: prior knowledge on every plain socket */
         h->sockets.store_fd = -1;
         m0__log_init(name);
         int code = configure(h, name, argc, argv);

@@ -33,6 +33,9 @@ struct m0_host {
         struct m0_cors_c cors;   /* the app's CORS, checked before the checks (Q5) */
         struct m0_sockets sockets;
         struct m0_hctx *loops; /* one per loop: its HTTP context, which holds the loop */
+        /* The protocol a connection opening with HTTP/2's preface switches to (HT1), set before
+         * the loops start; NULL: none (the unit tests' hosts). */
+        const struct m0_proto_ops *h2;
         int nloops;
         atomic_uint conns;  /* open connections in the process (max_connections) */
         atomic_uint rotate; /* accept sharing's tie breaker */

@@ -41,6 +41,9 @@ struct m0_transport_ops {
         /* Optional (NULL: none): once the handshake is done, the protocol version it agreed on
          * ("TLSv1.3") and whether it resumed a session; NULL for a transport without one. */
         const char *(*session)(struct m0_transport *t, int *ret_resumed);
+        /* Optional (NULL: none): once the handshake is done, the application protocol it agreed
+         * on by ALPN ("h2", "http/1.1"), or "" for none. */
+        const char *(*alpn)(struct m0_transport *t);
 };
 
 /* One connection's transport. `fd` is -1 once closed. */

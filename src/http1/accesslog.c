@@ -139,6 +139,12 @@ static void dropped(struct m0_hctx *l, uint64_t n, const char *why)
         j->dropped_log = 0;
 }
 
+/* Whether HTTP/2 carried `a` (the plain line says so; HTTP/1.1's line is as it always was). */
+static bool h2(const struct m0_access *a)
+{
+        return a->proto && strcmp(a->proto, "h2") == 0;
+}
+
 /* Queue the entry of `a`, answered in `us` microseconds on a connection of TLS version `tls`
  * (NULL: plain). */
 static void journal_add(struct m0_hctx *l, const struct m0_access *a, uint64_t us, const char *tls)
@@ -152,8 +158,10 @@ static void journal_add(struct m0_hctx *l, const struct m0_access *a, uint64_t u
         /* MESSAGE is the plain line's "GET /x/now 200 17", with the wire's byte count. */
         size_t msg_len = a->method_len + 1 + a->path_len + 1 + 3 + 1 + 20 + (a->on_pool ? 7 : 0) +
                          (tls_len ? tls_len + 3 : 0);
-        size_t need = j->prefix_len + 4 * 17 + msg_len + a->method_len + a->path_len + 4 * 40 + 1 +
-                      (tls_len ? 17 + tls_len : 0);
+        const char *proto = a->proto ? a->proto : "http/1.1";
+        size_t plen = strnlen(proto, 16);
+        size_t need = j->prefix_len + 4 * 17 + msg_len + a->method_len + a->path_len + 4 * 40 + 12 +
+                      plen + 2 + (tls_len ? 17 + tls_len : 0);
         if (m0__buf_reserve(&j->bytes, need) < 0) {
                 dropped(l, 1, strerror(ENOMEM));
                 return;
@@ -190,6 +198,9 @@ static void journal_add(struct m0_hctx *l, const struct m0_access *a, uint64_t u
         p = put_num(p, KEY("M0_DURATION_US="), &dur);
         if (tls_len)
                 p = put_blob(p, KEY("M0_TLS"), tls, tls_len);
+        p = put_mem(p, "M0_PROTOCOL=", 12); /* O2, HT1: which protocol carried it */
+        p = put_mem(p, proto, plen);
+        *p++ = '\n';
         /* An empty line ends the entry, so that entries sent together in a datagram stay apart
          * (D98); after the last one of a datagram it ends nothing, and journald reads no more. */
         *p++ = '\n';
@@ -206,16 +217,18 @@ void m0__request_done(struct m0_conn *c, const struct m0_access *a)
         if (l->observe & M0_OBSERVE_METRICS) {
                 enum m0_method_class mc = m0__method_class(a->method, a->method_len);
                 m0__count(&l->stats.requests[mc][m0__status_class(a->status)], 1);
+                if (h2(a))
+                        m0__count(&l->stats.h2_requests, 1);
                 m0__histogram_note(&l->stats.duration, us);
         }
         /* TL7: a request that came over TLS says its version, " (TLSv1.3)", and M0_TLS. */
         if (l->observe & M0_OBSERVE_JOURNAL)
                 journal_add(l, a, us, c->tls);
         else if (a->kind == M0_ANSWER_HANDLER && l->host->cfg.access_log == M0_ACCESS_LINE)
-                m0__log(M0_LOG_INFO, l->index, NULL, "%.*s %.*s %d %zu%s%s%s%s", (int)a->method_len,
-                        a->method, (int)a->path_len, a->path, a->status, a->body_len,
-                        a->on_pool ? " (pool)" : "", c->tls ? " (" : "", c->tls ? c->tls : "",
-                        c->tls ? ")" : "");
+                m0__log(M0_LOG_INFO, l->index, NULL, "%.*s %.*s %d %zu%s%s%s%s%s",
+                        (int)a->method_len, a->method, (int)a->path_len, a->path, a->status,
+                        a->body_len, a->on_pool ? " (pool)" : "", h2(a) ? " (h2)" : "",
+                        c->tls ? " (" : "", c->tls ? c->tls : "", c->tls ? ")" : "");
 }
 
 /* The bytes of the request `c` is reading, from its first byte on, wherever they are now. */

@@ -40,6 +40,7 @@ struct m0_access {
         size_t bytes;    /* of the response queued: status line, headers and body */
         size_t body_len; /* the body's length, as the plain line has always said it */
         bool on_pool;
+        const char *proto; /* the protocol that carried it: "http/1.1", "h2" (NULL: HTTP/1.1) */
 };
 
 /*

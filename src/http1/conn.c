@@ -404,6 +404,44 @@ static bool rbuf_room(struct m0_conn *c)
 }
 
 /*
+ * HT1: a connection whose first bytes are HTTP/2's preface (RFC 9113 3.4) speaks HTTP/2 by prior
+ * knowledge; there is no Upgrade: h2c. True when `c` was handed to the host's HTTP/2 protocol
+ * with the `n` bytes at `base` (or closed), or when they are the start of a preface and it waits
+ * for the rest; false for anything else, which HTTP/1.1 reads.
+ */
+static bool prior_knowledge(struct m0_conn *c, char *base, size_t n)
+{
+        static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+        const size_t len = sizeof(preface) - 1;
+        const struct m0_proto_ops *h2 = c->loop->host->h2;
+        if (!h2 || c->nreq || c->phase != PH_IDLE)
+                return false;
+        if (memcmp(base, preface, n < len ? n : len)) {
+                /* Bytes held unparsed below as a preface's start are HTTP/1.1's after all
+                 * (rbuf holds no other unparsed bytes of an idle first request). */
+                if (base == c->rbuf)
+                        c->rpos = 0;
+                return false;
+        }
+        if (n < len) {
+                if (base != c->rbuf && stash(c, base, 0, n, n) < 0) {
+                        m0__conn_close(c);
+                        return true;
+                }
+                c->rpos = c->rlen; /* nothing of it is parsed */
+                if (!c->read_deadline)
+                        m0__read_begin(c, M0_TIMER_HEAD);
+                m0__wait_read(c);
+                return true;
+        }
+        c->read_deadline = 0;
+        c->proto = h2;
+        (void)h2->start(c, base, n);
+        rbuf_release(c);
+        return true;
+}
+
+/*
  * The one read path. Bytes its last slice left unparsed come before anything new; a request in
  * progress reads on into its buffer; otherwise the read lands in the loop's scratch buffer, and
  * only what must outlive it is kept (D5).
@@ -424,12 +462,13 @@ static void h1_readable(struct m0_conn *c)
                 size_t n = rbuf_room(c) ? read_in(c, c->rbuf + c->rlen, c->rcap - c->rlen) : 0;
                 if (n) {
                         c->rlen += (uint32_t)n;
-                        run_buffered(c);
+                        if (!prior_knowledge(c, c->rbuf, c->rlen))
+                                run_buffered(c);
                 }
                 return;
         }
         size_t n = read_in(c, l->rscratch, l->rscratch_cap);
-        if (!n)
+        if (!n || prior_knowledge(c, l->rscratch, n))
                 return;
         if (c->phase == PH_IDLE && !c->read_deadline) {
                 m0__read_begin(c, M0_TIMER_HEAD); /* from the head's first byte (H2) */
@@ -473,6 +512,13 @@ static void handshake_done(struct m0_conn *c)
         m0__count(&l->tls_done[c->tls && !strcmp(c->tls, "TLSv1.3") ? 1 : 0], 1);
         if (resumed)
                 m0__count(&l->tls_resumed, 1);
+        /* HT1: a client that chose h2 by ALPN speaks HTTP/2 from its first byte on. */
+        const struct m0_proto_ops *h2 = l->host->h2;
+        const char *alpn = c->tr.ops->alpn ? c->tr.ops->alpn(&c->tr) : NULL;
+        if (h2 && alpn && strcmp(alpn, "h2") == 0) {
+                (void)h2->start(c, NULL, 0);
+                return;
+        }
         (void)set_events(c, EPOLLIN);
         m0__timer_set(c, M0_TIMER_IDLE);
 }
@@ -483,7 +529,7 @@ static bool handshake(struct m0_conn *c)
         int r = c->tr.ops->handshake(&c->tr);
         if (r == 0) {
                 handshake_done(c);
-                return true;
+                return c->tr.fd >= 0; /* a protocol that failed to start closed it */
         }
         if (r != -EAGAIN) {
                 /* Garbage where a ClientHello should be, a version or cipher refused, the peer
@@ -611,8 +657,22 @@ void m0__conn_cut_all(struct m0_hctx *l)
         }
 }
 
+int m0__conn_want(struct m0_conn *c, uint32_t ev)
+{
+        return set_events(c, ev);
+}
+
+void m0__conn_linger(struct m0_conn *c)
+{
+        linger_or_close(c);
+}
+
 void m0__conn_resume(struct m0_conn *c)
 {
+        if (c->proto->resume) {
+                c->proto->resume(c);
+                return;
+        }
         if (flush(c))
                 run_buffered(c);
 }
@@ -843,11 +903,6 @@ const struct m0_proto_ops m0__proto_http1 = {
 };
 
 /* ---- a connection another protocol took over (WS1): what it needs of conn.c ---- */
-
-int m0__conn_want(struct m0_conn *c, uint32_t ev)
-{
-        return set_events(c, ev);
-}
 
 int m0__conn_write_out(struct m0_conn *c)
 {

@@ -54,10 +54,23 @@ struct m0_proto_ops {
         /* Optional: one of the bus's frames for a connection of this protocol that follows
          * channels (a WebSocket, WS2) rather than being a stream; 1 when it was sent, else 0. */
         int (*event)(struct m0_conn *c, const struct m0_frame *f);
+        /* Optional (NULL for HTTP/1.1): take `c` over, `n` bytes read already (at `bytes`) being
+         * this protocol's first: HTTP/2 after its preface was seen, or chosen by ALPN (n = 0).
+         * 0, or -errno with `c` closed. */
+        int (*start)(struct m0_conn *c, const char *bytes, size_t n);
+        /* Optional (NULL: HTTP/1.1's bytes into the loop's wbuf): frame the answer `res` to the
+         * request being answered (`c->h2_stream`), the head alone when `head_only`; a stream's
+         * answer (res->stream) too. 0 or -errno (the caller answers 500 instead). */
+        int (*respond)(struct m0_conn *c, const m0_res *res, bool head_only);
+        /* Optional (NULL: m0__conn_resume): answers were queued outside the protocol's own
+         * reading (a pool job came back): send them and go on. */
+        void (*resume)(struct m0_conn *c);
 };
 
 /* HTTP/1.1 (conn.c). */
 extern const struct m0_proto_ops m0__proto_http1;
+
+struct m0_h2;
 
 struct m0_conn {
         struct m0_hctx *loop; /* its loop's HTTP context */
@@ -137,6 +150,11 @@ struct m0_conn {
          * wait in rbuf from rpos for the new protocol. */
         bool upgraded;
         void *up;
+        /* HTTP/2 (src/http2/, HT1): its session, NULL on HTTP/1.1; the stream being answered,
+         * which a pool job carries there and back; pool jobs in flight (`busy` while any). */
+        struct m0_h2 *h2;
+        int32_t h2_stream;
+        uint32_t jobs;
 };
 
 /* A parser callback answered the request itself, then stopped the parser. */
@@ -168,6 +186,11 @@ void m0__conn_stop(struct m0_conn *c);
 /* Send `len` bytes on `c` now, or keep them when the socket is full; a connection whose unsent
  * bytes would pass max_output_bytes is closed instead (B2). 0, or -EPIPE when c is gone. */
 int m0__conn_send(struct m0_conn *c, const void *data, size_t len);
+/* Wait for `ev` (EPOLLIN, EPOLLOUT, both or none), with what the transport wants besides. 0 or
+ * -errno. */
+int m0__conn_want(struct m0_conn *c, uint32_t ev);
+/* Linger (M0_LINGER_MS) or close: the last answer is out. */
+void m0__conn_linger(struct m0_conn *c);
 /* Answer nothing more: close once the output is out. */
 void m0__conn_end(struct m0_conn *c);
 /* The answers queued in the loop's wbuf go out, and `c` goes on with the bytes it holds. */
@@ -176,11 +199,10 @@ void m0__conn_resume(struct m0_conn *c);
  * `c` takes the file from `res` and sends it after the head, parsing nothing more meanwhile. */
 void m0__conn_file_begin(struct m0_conn *c, struct m0_res *res);
 
-/* For a protocol that upgraded the connection: wait for `ev` (EPOLLIN, EPOLLOUT, both or none)
- * as the transport needs; write what `out` holds (1 all of it is out, 0 the socket is full and
- * EPOLLOUT is asked for, -1 the connection is closed); and hand it back to HTTP/1.1 to close
- * (linger, then close) once the other protocol is done with it. */
-int m0__conn_want(struct m0_conn *c, uint32_t ev);
+/* For a protocol that upgraded the connection (it waits with m0__conn_want): write what `out`
+ * holds (1 all of it is out, 0 the socket is full and EPOLLOUT is asked for, -1 the connection
+ * is closed); and hand it back to HTTP/1.1 to close (linger, then close) once the other protocol
+ * is done with it. */
 int m0__conn_write_out(struct m0_conn *c);
 void m0__conn_downgrade_end(struct m0_conn *c);
 
@@ -252,6 +274,11 @@ void m0__route_answer(struct m0_conn *c, const struct m0_rview *v, const struct 
 /* The request llhttp-driver.c just completed: route it, run its handler on the loop or hand it to the
  * pool, and queue its answer in the loop's wbuf. */
 void m0__conn_dispatch(struct m0_conn *c);
+/* Route request `req` (indexed, its body in place), its method llhttp's number `method`, and
+ * answer it: the host's answer, its handler on the loop, or the pool. Every protocol's requests
+ * come through here (LY3); `has_body`: its type is checked (Q5). */
+void m0__dispatch(struct m0_conn *c, m0_req *req, int method, bool has_body, bool is_head,
+                  enum m0_conn_mode conn);
 /* Refuse the request being read with `status`, Connection: close, and read no further. */
 void m0__conn_refuse(struct m0_conn *c, int status);
 /* The loop's side of a pool job: it came back through the mailbox with its answer. */

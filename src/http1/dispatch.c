@@ -164,9 +164,11 @@ static void note(struct m0_conn *c, enum m0_answer_kind kind, const m0_req *req,
                                                 .path = req->path,
                                                 .path_len = req->path_len,
                                                 .status = status,
-                                                .bytes = bytes,
+                                                /* HTTP/2 frames its head later, compressed */
+                                                .bytes = c->proto->respond ? body_len : bytes,
                                                 .body_len = body_len,
-                                                .on_pool = on_pool});
+                                                .on_pool = on_pool,
+                                                .proto = c->proto->name});
 }
 
 /* What the host's answer to `d` says of it beyond its status's own sentence, or NULL. */
@@ -181,6 +183,13 @@ static const char *route_detail(const struct m0_decision *d, char *buf, size_t l
                 return "a capture of the path is not valid: a malformed escape, %00, %2F in one "
                        "segment, a \".\" or \"..\" segment, or a \"/\" at its start";
         return NULL;
+}
+
+/* An answer of the host's, handed to a protocol that frames answers itself (HTTP/2, HT2). */
+static int emit(void *ctx, const m0_res *res, bool head_only)
+{
+        struct m0_conn *c = ctx;
+        return c->proto->respond(c, res, head_only);
 }
 
 void m0__route_answer(struct m0_conn *c, const struct m0_rview *v, const struct m0_decision *d,
@@ -213,9 +222,11 @@ void m0__route_answer(struct m0_conn *c, const struct m0_rview *v, const struct 
                 .detail = r == 0 ? route_detail(d, detail, sizeof(detail)) : NULL,
                 .req = v->req,
                 .ret_body_len = &body_len,
+                .emit = c->proto->respond ? emit : NULL,
+                .emit_ctx = c,
         };
         size_t mark = l->wbuf.len;
-        if (m0__res_error(l, &a, &l->wbuf) < 0 || a.conn == M0__CONN_CLOSE)
+        if ((m0__res_error(l, &a, &l->wbuf) < 0 || a.conn == M0__CONN_CLOSE) && !a.emit)
                 c->closing = true;
         m0__buf_free(&lines);
         /* Routing's answer to a whole request is counted and logged as a handler's (O1, O2);
@@ -249,14 +260,17 @@ static void answer(struct m0_conn *c, m0_req *req, m0_res *res, bool is_head,
         }
         if (r == 0 && !res->coded)
                 m0__res_compress(h, req, res);
-        if (r == 0)
+        if (r == 0 && c->proto->respond)
+                r = c->proto->respond(c, res, is_head);
+        else if (r == 0)
                 r = res->stream ? m0__sse_head(l, res, conn == M0__CONN_CLOSE, &l->wbuf)
                                 : m0__res_serialize(l, res, is_head, conn, &l->wbuf);
         size_t body_len = res->file.on ? (size_t)res->file.len : res->body.len;
         size_t file_bytes = 0; /* what follows the head in wbuf, for the access line */
         if (res->file.on) {
-                /* its bytes follow the head (SF2); a HEAD's, or a failed answer's, are not sent */
-                if (r == 0 && !is_head && !res->stream) {
+                /* its bytes follow the head (SF2); a HEAD's, or a failed answer's, are not sent;
+                 * a protocol that frames its own answers took its own descriptor of the file */
+                if (r == 0 && !is_head && !res->stream && !c->proto->respond) {
                         file_bytes = (size_t)res->file.len;
                         m0__conn_file_begin(c, res);
                 } else {
@@ -278,7 +292,9 @@ static void answer(struct m0_conn *c, m0_req *req, m0_res *res, bool is_head,
                                            .headers = lines.data,
                                            .headers_len = lines.len,
                                            .req = req,
-                                           .ret_body_len = &body_len};
+                                           .ret_body_len = &body_len,
+                                           .emit = c->proto->respond ? emit : NULL,
+                                           .emit_ctx = c};
                 (void)m0__res_error(l, &a, &l->wbuf);
                 m0__buf_free(&lines);
                 conn = M0__CONN_CLOSE;
@@ -286,8 +302,8 @@ static void answer(struct m0_conn *c, m0_req *req, m0_res *res, bool is_head,
         if (l->observe || h->cfg.access_log == M0_ACCESS_LINE)
                 note(c, M0_ANSWER_HANDLER, req, r < 0 ? 500 : res->status,
                      l->wbuf.len - mark + file_bytes, body_len, on_pool);
-        if (conn == M0__CONN_CLOSE)
-                c->closing = true;
+        if (conn == M0__CONN_CLOSE && !c->proto->respond)
+                c->closing = true; /* an HTTP/2 stream's answer closes the stream alone */
 }
 
 /* A stream begins (S1): its head, `: open` and its replay, counted as its request's answer. */
@@ -324,8 +340,11 @@ static bool to_pool(struct m0_conn *c, const m0_req *req, m0_handler_fn fn, bool
         job->loop = c->loop;
         job->is_head = is_head;
         job->conn_mode = conn;
+        job->stream = c->h2_stream;
+        c->jobs++;
         c->busy = true;
-        m0__timer_unlink(c);
+        if (!c->h2)
+                m0__timer_unlink(c); /* HTTP/2's keeps its timer: its other streams go on */
         m0__pool_submit(&c->loop->pool, job);
         return true;
 }
@@ -347,7 +366,7 @@ static void run_here(struct m0_conn *c, m0_req *req, m0_handler_fn fn, bool is_h
                 upgrade(c, req, &l->res);
                 return;
         }
-        if (!l->res.stream || is_head) {
+        if (!l->res.stream || is_head || c->proto->respond) {
                 answer(c, req, &l->res, is_head, conn, false);
                 return;
         }
@@ -390,12 +409,23 @@ void m0__conn_dispatch(struct m0_conn *c)
         enum m0_conn_mode conn = !keep                       ? M0__CONN_CLOSE
                                  : c->parser.http_minor == 0 ? M0__CONN_KEEP_ALIVE
                                                              : M0__CONN_KEEP;
-        struct m0_rview v = {.method = c->parser.method,
-                             .path = req->path,
-                             .path_len = req->path_len,
-                             .req = req};
+        m0__dispatch(c, req, c->parser.method, c->routed, is_head, conn);
+        /* A large body's buffer is not kept for the next request. */
+        if (c->body.cap > 64 * 1024)
+                m0__buf_free(&c->body);
+        c->body.len = 0;
+        c->indexed = false;
+}
+
+void m0__dispatch(struct m0_conn *c, m0_req *req, int method, bool has_body, bool is_head,
+                  enum m0_conn_mode conn)
+{
+        struct m0_hctx *l = c->loop;
+        struct m0_host *h = l->host;
+        struct m0_rview v = {
+                .method = method, .path = req->path, .path_len = req->path_len, .req = req};
         struct m0_decision d;
-        m0__route_decide(h, &v, req, c->routed, &d);
+        m0__route_decide(h, &v, req, has_body, &d);
         if (d.status)
                 m0__route_answer(c, &v, &d, is_head,
                                  atomic_load_explicit(&h->stopping, memory_order_relaxed)
@@ -403,11 +433,6 @@ void m0__conn_dispatch(struct m0_conn *c)
                                          : conn);
         else if (!d.blocking || l->pool.nthreads == 0 || !to_pool(c, req, d.fn, is_head, conn))
                 run_here(c, req, d.fn, is_head, conn);
-        /* A large body's buffer is not kept for the next request. */
-        if (c->body.cap > 64 * 1024)
-                m0__buf_free(&c->body);
-        c->body.len = 0;
-        c->indexed = false;
 }
 
 /*
@@ -505,13 +530,16 @@ void m0__conn_refuse(struct m0_conn *c, int status)
 void m0__conn_job_done(struct m0_job *job)
 {
         struct m0_conn *c = job->conn;
+        bool last = --c->jobs == 0;
         if (c->tr.fd < 0) {
                 /* closed while the pool worked: nobody to answer */
                 m0__job_free(job);
-                free(c);
+                if (last)
+                        free(c);
                 return;
         }
-        c->busy = false;
+        c->busy = !last;
+        c->h2_stream = job->stream;
         m0__slice_begin(c);
         if (c->loop->observe & M0_OBSERVE_METRICS)
                 m0__histogram_note(&c->loop->stats.job, job->run_us);
@@ -522,7 +550,7 @@ void m0__conn_job_done(struct m0_job *job)
 
 void m0__job_discard(struct m0_job *job)
 {
-        if (job->conn->tr.fd < 0)
+        if (--job->conn->jobs == 0 && job->conn->tr.fd < 0)
                 free(job->conn);
         m0__job_free(job);
 }

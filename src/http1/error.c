@@ -192,20 +192,22 @@ int m0__res_error(struct m0_hctx *l, const struct m0_host_answer *a, struct m0_b
                 /* no error: the lines alone, as they are (a preflight's may be long) */
                 res.head.data = (char *)a->headers;
                 res.head.len = a->headers_len;
-                return m0__res_serialize(l, &res, a->head_only, a->conn, out);
+                return a->emit ? a->emit(a->emit_ctx, &res, a->head_only)
+                               : m0__res_serialize(l, &res, a->head_only, a->conn, out);
         }
         size_t mark = out->len;
         int r = m0__error_fill(l->host->app, l->thread.state, a->req, a->status, a->detail,
                                a->headers, a->headers_len, &res);
         if (r == 0)
-                r = m0__res_serialize(l, &res, a->head_only, a->conn, out);
+                r = a->emit ? a->emit(a->emit_ctx, &res, a->head_only)
+                            : m0__res_serialize(l, &res, a->head_only, a->conn, out);
         if (r == 0 && a->ret_body_len)
                 *a->ret_body_len = res.body.len;
         m0__buf_free(&res.head);
         m0__buf_free(&res.body);
         if (a->req)
                 m0__req_end(a->req); /* what the callback's helpers made */
-        if (r < 0) {
+        if (r < 0 && !a->emit) {
                 out->len = mark;
                 r = plain_static(l, a, out);
         }

@@ -22,6 +22,10 @@ struct m0_host_answer {
         const char *detail;   /* a sentence of the caller's about this refusal, or NULL */
         m0_req *req;          /* the request, when one was read whole; else NULL */
         size_t *ret_body_len; /* when not NULL: set to the body's length, for O1/O2 */
+        /* When not NULL, the answer is handed to this as a response (HTTP/2 frames it, HT2)
+         * rather than written into `out` as HTTP/1.1's bytes. 0 or -errno. */
+        int (*emit)(void *ctx, const m0_res *res, bool head_only);
+        void *emit_ctx;
 };
 
 /* The short sentence the host's answer `status` carries when its caller has none of its own. */

@@ -28,6 +28,7 @@ struct m0_job {
         m0_handler_fn fn;
         bool is_head;
         enum m0_conn_mode conn_mode; /* what its answer says of the connection (H7) */
+        int32_t stream;              /* the HTTP/2 stream it answers (HT2); 0 on HTTP/1.1 */
         struct m0_req req;           /* points into `mem` */
         struct m0_res res;           /* built on the pool thread */
         char *mem;

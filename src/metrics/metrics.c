@@ -316,6 +316,9 @@ static void connections(struct out *o, struct m0_host *h)
                  LOOP_FIELD(stats.bytes_in));
         per_loop(o, h, "m0_sent_bytes", COUNTER, "bytes", "Bytes written to connections.",
                  LOOP_FIELD(stats.bytes_out));
+        per_loop(o, h, "m0_http2_requests", COUNTER, NULL,
+                 "Requests HTTP/2 carried (of m0_requests_total; the others came over HTTP/1.1).",
+                 LOOP_FIELD(stats.h2_requests));
         per_loop(o, h, "m0_drain_connections_cut", COUNTER, NULL,
                  "Connections still open when the drain's bound passed, cut.", LOOP_FIELD(cut));
 }

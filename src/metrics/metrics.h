@@ -133,6 +133,7 @@ struct m0_loop_stats {
                 ws_closed[M0__WS_CODES]; /* WebSockets ended, by close code (m0__ws_code_index) */
         struct m0_histogram job;         /* pool jobs' run time on their pool thread */
         m0_counter journal_sent, journal_dropped; /* access log entries (M0_ACCESS_LOG=journal) */
+        m0_counter h2_requests;                   /* of `requests`, those HTTP/2 carried (HT1) */
 };
 
 /* ---- metrics.c: the exposition ---- */

@@ -118,6 +118,11 @@ static const char *tls_session(struct m0_transport *t, int *ret_resumed)
         return m0__tls_version(conn_of(t));
 }
 
+static const char *tls_alpn(struct m0_transport *t)
+{
+        return m0__tls_alpn(conn_of(t));
+}
+
 const struct m0_transport_ops m0__transport_tls = {
         .name = "tls",
         .handshake = tls_handshake,
@@ -128,6 +133,7 @@ const struct m0_transport_ops m0__transport_tls = {
         .close = tls_close,
         .pending = tls_pending,
         .session = tls_session,
+        .alpn = tls_alpn,
 };
 
 int m0__tls_transport_open(struct m0_transport *t, struct m0_tls *tls, int fd)

@@ -29,7 +29,7 @@ struct m0_tls_opts {
         const char *cred_dir;
         uint32_t ticket_rotate_s; /* 0: M0__TLS_ROTATE_S */
         uint32_t session_cache;   /* TLS 1.2 sessions the server keeps; 0 = no cache */
-        bool alpn_h2;             /* offer h2 before http/1.1 (HT, later) */
+        bool alpn_h2;             /* offer h2 before http/1.1 (HT1) */
 };
 
 /* One certificate as loaded: what the doctor prints and the metrics show (TL3). Never the key. */

@@ -281,3 +281,24 @@ def test_SF1_the_root_is_opened_at_start():
             c.close()
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+def test_SF2_files_over_http2():
+    """The same files route over HTTP/2 by prior knowledge (SF2, HT2): the 1 MiB file byte for
+    byte through the streams' flow control, a range, a 304 and a HEAD, as over HTTP/1.1."""
+    with Site() as w:
+        h2 = ["--http2-prior-knowledge", "-w", "\n%{http_version} %{http_code}"]
+        out = os.path.join(w.top, "big.out")
+        eq(curl("--http2-prior-knowledge", "-o", out, "-w", "%{http_version} %{http_code}",
+                w.url("/app/big.bin")), b"2 200", "the 1 MiB file over h2")
+        with open(out, "rb") as f, open(os.path.join(w.www, "big.bin"), "rb") as g:
+            check(f.read() == g.read(), "the 1 MiB file over h2, byte for byte")
+        eq(curl(*h2, "-r", "0-4", w.url("/app/a.txt")), b"hello\n2 206", "a range over h2")
+        tag = etag_of(os.path.join(w.www, "a.txt"))
+        eq(curl(*h2, "-H", f"If-None-Match: {tag}", w.url("/app/a.txt")), b"\n2 304",
+           "a 304 over h2")
+        head = curl("--http2-prior-knowledge", "-I", w.url("/app/big.bin"))
+        check(head.startswith(b"HTTP/2 200") and f"content-length: {MIB}\r\n".encode() in head,
+              f"HEAD over h2: {head!r}")
+        eq(curl(*h2, w.url("/app/")), b"<!doctype html><title>todo</title>\n\n2 200",
+           "the index over h2")

@@ -296,7 +296,12 @@ def test_TL1_https_socket_beside_plain_versions_and_alpn():
                                   f"a.test:{port}:127.0.0.1", "-w", "%{http_version}",
                                   f"https://a.test:{port}/health"],
                                  capture_output=True, text=True, timeout=20)
-            eq((out.returncode, out.stdout), (0, "ok\n1.1"), f"curl: {out.stderr}")
+            eq((out.returncode, out.stdout), (0, "ok\n2"), f"curl (h2 by ALPN, HT1): {out.stderr}")
+            out = subprocess.run([curl, "-sS", "--http1.1", "--cacert", c.ca, "--resolve",
+                                  f"a.test:{port}:127.0.0.1", "-w", "%{http_version}",
+                                  f"https://a.test:{port}/health"],
+                                 capture_output=True, text=True, timeout=20)
+            eq((out.returncode, out.stdout), (0, "ok\n1.1"), f"curl --http1.1: {out.stderr}")
             out = subprocess.run([curl, "-sS", "--cacert", c.ca, "--resolve",
                                   f"a.test:{port}:127.0.0.1", "--tlsv1.1", "--tls-max", "1.1",
                                   "--ciphers", "DEFAULT:@SECLEVEL=0",
@@ -306,7 +311,7 @@ def test_TL1_https_socket_beside_plain_versions_and_alpn():
             check("alert protocol version" in out.stderr, f"curl's error: {out.stderr}")
             out = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}",
                                   "-servername", "a.test", "-CAfile", c.ca, "-alpn",
-                                  "h2,http/1.1", "-ign_eof"],
+                                  "http/1.1", "-ign_eof"],
                                  input=b"GET /health HTTP/1.1\r\nHost: a.test\r\n"
                                        b"Connection: close\r\n\r\n",
                                  capture_output=True, timeout=20)
@@ -314,6 +319,12 @@ def test_TL1_https_socket_beside_plain_versions_and_alpn():
             for want in ("ALPN protocol: http/1.1", "Verify return code: 0 (ok)",
                          "HTTP/1.1 200 OK\r\n"):
                 check(want in text, f"s_client's output lacks {want!r}: {text}")
+            # A client offering h2 first gets it (HT1); its preface and SETTINGS then follow.
+            out = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}",
+                                  "-servername", "a.test", "-CAfile", c.ca, "-alpn",
+                                  "h2,http/1.1"], input=b"", capture_output=True, timeout=20)
+            text = out.stdout.decode("latin-1")
+            check("ALPN protocol: h2\n" in text, f"s_client offering h2: {text}")
             eq(s.stop(), 0, "exit status")
     finally:
         c.close()

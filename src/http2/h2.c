@@ -1,0 +1,849 @@
+/* SPDX-License-Identifier: MIT */
+/* h2.c: HTTP/2 over one connection (HT1, HT2, HT4, HT5): libnghttp2's server session takes the
+ * transport's bytes and gives bytes back; each request it completes is handed to dispatch.c as
+ * an m0_req, and each m0_res comes back as HEADERS and DATA. */
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#include <nghttp2/nghttp2.h>
+
+#include "error.h"
+#include "h2.h"
+#include "host.h"
+
+/* CONTINUATION frames a header block may take (nghttp2's own default, set so the defence does
+ * not hang on a default, D153). */
+#define H2_MAX_CONTINUATIONS 8
+/* Outbound SETTINGS and PING acknowledgements a client may make m0 queue (D153). */
+#define H2_MAX_OUTBOUND_ACK 1000
+/* Bytes gathered from the session before one write. */
+#define H2_OUT_CHUNK (64 * 1024)
+
+/* One request stream, from its HEADERS until nghttp2 closes it. */
+struct h2_stream {
+        struct m0_link link; /* on the session's streams */
+        int32_t id;
+        struct m0_buf fields;            /* each name and value NUL-terminated, in arrival order */
+        uint32_t nfields;                /* regular fields, :authority counted as Host */
+        size_t head_bytes;               /* what the head would take as HTTP/1.1's lines */
+        ssize_t method, path, authority; /* offsets into `fields`, -1 when absent */
+        ssize_t query;                   /* ... of the query, once the path is cut at its '?' */
+        struct m0_buf cookie;            /* the cookie fields, joined with "; " (RFC 9113 8.2.3) */
+        bool has_host;
+        int refuse;     /* the head's own refusal (431), answered when it is whole */
+        bool head_done; /* the request's HEADERS (and CONTINUATIONs) are whole */
+        bool req_done;  /* ... and its body: END_STREAM came */
+        bool answered;  /* dispatched, or refused */
+        bool discard;   /* its body is dropped: the host answers it */
+        bool has_body;  /* DATA announced (no END_STREAM on HEADERS) */
+        uint64_t body_limit, body_seen;
+        struct m0_buf body;
+        uint64_t held;     /* body bytes taken and not consumed: its windows stay shut for them */
+        struct m0_buf out; /* the answer's body, which the data provider reads */
+        size_t out_off;
+        /* or a files route's file (SF2): its own descriptor, read from `file_off` on for
+         * `file_left` more bytes; -1 when the body is `out` */
+        int file_fd;
+        uint64_t file_off, file_left;
+        uint64_t t_start;
+};
+
+struct m0_h2 {
+        nghttp2_session *s;
+        struct m0_conn *c;
+        struct m0_list streams; /* of h2_stream */
+        uint64_t body_bytes;    /* of the streams' bodies kept, not yet dispatched (D155) */
+        bool notice;            /* the drain's first GOAWAY (2^31-1) is submitted */
+        bool goaway;            /* its last one, or the idle timeout's */
+};
+
+static void h2_send(struct m0_h2 *h);
+
+/* ---- the request's head ---- */
+
+static struct h2_stream *stream_of(struct m0_h2 *h, int32_t id)
+{
+        return nghttp2_session_get_stream_user_data(h->s, id);
+}
+
+/* A stream may have its body's bytes consumed (its window and the connection's opened again)
+ * while the connection keeps at most M0_MAX_BODY_BYTES of bodies, or when its own is the only
+ * one kept, which its route's bound holds (D155). */
+static bool may_consume(const struct m0_h2 *h, const struct h2_stream *st)
+{
+        return h->body_bytes <= h->c->loop->host->cfg.max_body_bytes ||
+               h->body_bytes == st->body.len;
+}
+
+/* Bytes left unconsumed are taken now by the streams that may. */
+static void release(struct m0_h2 *h)
+{
+        for (struct m0_link *n = h->streams.head; n; n = n->next) {
+                struct h2_stream *st = M0__CONTAINER_OF(n, struct h2_stream, link);
+                if (st->held && may_consume(h, st)) {
+                        (void)nghttp2_session_consume(h->s, st->id, st->held);
+                        st->held = 0;
+                }
+        }
+}
+
+/* The stream's body is let go (dispatched, refused, or its stream closed). */
+static void drop_body(struct m0_h2 *h, struct h2_stream *st)
+{
+        h->body_bytes -= st->body.len;
+        m0__buf_free(&st->body);
+        release(h);
+}
+
+static void stream_free(struct m0_h2 *h, struct h2_stream *st)
+{
+        m0__list_unlink(&h->streams, &st->link);
+        m0__buf_free(&st->fields);
+        m0__buf_free(&st->cookie);
+        m0__buf_free(&st->body);
+        m0__buf_free(&st->out);
+        if (st->file_fd >= 0)
+                close(st->file_fd);
+        free(st);
+}
+
+static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *ud)
+{
+        struct m0_h2 *h = ud;
+        if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
+                return 0;
+        struct h2_stream *st = calloc(1, sizeof(*st));
+        if (!st)
+                return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* this stream is reset */
+        st->id = f->hd.stream_id;
+        st->method = st->path = st->authority = st->query = -1;
+        st->file_fd = -1;
+        if (h->c->loop->observe)
+                st->t_start = m0__now_ns();
+        m0__list_push(&h->streams, &st->link);
+        (void)nghttp2_session_set_stream_user_data(s, st->id, st);
+        return 0;
+}
+
+/* Keep `name` and `value` (NUL-terminated) in the stream's fields; their offset, or -1. */
+static ssize_t keep_field(struct h2_stream *st, const uint8_t *name, size_t nl,
+                          const uint8_t *value, size_t vl)
+{
+        size_t off = st->fields.len;
+        if (m0__buf_reserve(&st->fields, nl + vl + 2) < 0)
+                return -1;
+        char *p = st->fields.data + off;
+        memcpy(p, name, nl);
+        p[nl] = '\0';
+        memcpy(p + nl + 1, value, vl);
+        p[nl + 1 + vl] = '\0';
+        st->fields.len += nl + vl + 2;
+        return (ssize_t)off;
+}
+
+static bool is(const uint8_t *name, size_t nl, const char *lit)
+{
+        return nl == strlen(lit) && memcmp(name, lit, nl) == 0;
+}
+
+/*
+ * One decoded field. nghttp2 has checked it already (RFC 9113 8.2: lower-case names, no
+ * connection-specific field, the pseudo-headers' order and values) and reset the stream on
+ * what breaks those rules. The bounds are HTTP/1.1's, on the decoded list (HT2, HT4): past
+ * M0_MAX_HEAD_BYTES, counted as the HTTP/1.1 lines the fields would make, or past
+ * M0_MAX_HEADER_FIELDS fields, the request gets 431 once its head is whole, and nothing more of
+ * it is kept meanwhile.
+ */
+static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t nl,
+                     const uint8_t *value, size_t vl, uint8_t flags, void *ud)
+{
+        (void)flags;
+        struct m0_h2 *h = ud;
+        struct h2_stream *st = stream_of(h, f->hd.stream_id);
+        if (!st || st->head_done || st->refuse)
+                return 0; /* trailers are not read; a refused head keeps nothing */
+        (void)s;
+        const struct m0_config *cfg = &h->c->loop->host->cfg;
+        bool pseudo = nl && name[0] == ':';
+        st->head_bytes += nl + vl + 4;
+        if (!pseudo && !(is(name, nl, "cookie") && st->cookie.len))
+                st->nfields++;
+        if (is(name, nl, ":authority"))
+                st->nfields++; /* it stands for Host */
+        if (st->head_bytes > cfg->max_head_bytes || st->nfields > cfg->max_header_fields) {
+                st->refuse = 431;
+                return 0;
+        }
+        if (is(name, nl, "cookie")) {
+                if ((st->cookie.len && m0__buf_append(&st->cookie, "; ", 2) < 0) ||
+                    m0__buf_append(&st->cookie, value, vl) < 0)
+                        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+                return 0;
+        }
+        ssize_t off = keep_field(st, name, nl, value, vl);
+        if (off < 0)
+                return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        if (!pseudo) {
+                st->has_host |= is(name, nl, "host");
+                return 0;
+        }
+        if (is(name, nl, ":method"))
+                st->method = off;
+        else if (is(name, nl, ":path"))
+                st->path = off;
+        else if (is(name, nl, ":authority"))
+                st->authority = off;
+        return 0;
+}
+
+/* The value of the field kept at `off`. */
+static char *value_at(struct h2_stream *st, ssize_t off)
+{
+        char *n = st->fields.data + off;
+        return n + strlen(n) + 1;
+}
+
+/*
+ * Index the stream's head into the loop's request as head-checks.c indexes an HTTP/1.1 head:
+ * method, path, query and the regular fields (Host from :authority when the client sent no
+ * Host, the cookies as one field). The strings stay in the stream's buffers.
+ */
+static void index_head(struct m0_h2 *h, struct h2_stream *st, m0_req *req)
+{
+        size_t n = 0;
+        if (st->query >= 0) { /* indexed before: the fields are walked whole again */
+                st->fields.data[st->query - 1] = '?';
+                st->query = -1;
+        }
+        for (size_t off = 0; off < st->fields.len;) {
+                char *name = st->fields.data + off;
+                char *value = name + strlen(name) + 1;
+                off = (size_t)(value - st->fields.data) + strlen(value) + 1;
+                if (name[0] != ':')
+                        req->headers[n++] = (struct m0_header){name, value};
+        }
+        if (st->authority >= 0 && !st->has_host)
+                req->headers[n++] = (struct m0_header){"host", value_at(st, st->authority)};
+        if (st->cookie.len && m0__buf_append(&st->cookie, "", 1) == 0) {
+                st->cookie.len--; /* NUL-terminated, not counted */
+                req->headers[n++] = (struct m0_header){"cookie", st->cookie.data};
+        }
+        req->nheaders = n;
+        req->method = value_at(st, st->method);
+        char *path = value_at(st, st->path);
+        char *q = strchr(path, '?');
+        if (q) { /* a request with a body is indexed again when it is whole (above) */
+                *q = '\0';
+                st->query = (ssize_t)(q + 1 - st->fields.data);
+        }
+        req->query = st->query >= 0 ? st->fields.data + st->query : "";
+        req->path = path;
+        req->path_len = strlen(path);
+        req->body = st->body.data ? st->body.data : "";
+        req->body_len = st->body.len;
+        req->loop = h->c->loop->index;
+        req->thread = -1;
+}
+
+/* ---- answers ---- */
+
+/* What the access log and the metrics keep of a request the head refused (O1, O2). */
+static void note_refusal(struct m0_h2 *h, struct h2_stream *st, int status)
+{
+        struct m0_conn *c = h->c;
+        if (!c->loop->observe)
+                return;
+        c->t_start = st->t_start;
+        const char *m = st->method >= 0 ? value_at(st, st->method) : "-";
+        const char *p = st->path >= 0 ? value_at(st, st->path) : "-";
+        m0__request_done(c, &(struct m0_access){.kind = M0_ANSWER_REFUSAL,
+                                                .method = m,
+                                                .method_len = strlen(m),
+                                                .path = p,
+                                                .path_len = strcspn(p, "?"),
+                                                .status = status,
+                                                .proto = "h2"});
+}
+
+static int emit(void *ctx, const m0_res *res, bool head_only)
+{
+        struct m0_conn *c = ctx;
+        return c->proto->respond(c, res, head_only);
+}
+
+/* The host refuses the stream's request with `status`, as HTTP/1.1's refusals (Q4): the error
+ * format, with no request read. The stream's body, if any, is dropped. */
+static void refuse(struct m0_h2 *h, struct h2_stream *st, int status)
+{
+        struct m0_conn *c = h->c;
+        st->answered = st->discard = true;
+        c->h2_stream = st->id;
+        bool is_head = st->method >= 0 && strcmp(value_at(st, st->method), "HEAD") == 0;
+        struct m0_host_answer a = {.status = status,
+                                   .conn = M0__CONN_KEEP,
+                                   .head_only = is_head,
+                                   .emit = emit,
+                                   .emit_ctx = c};
+        (void)m0__res_error(c->loop, &a, &c->loop->wbuf);
+        note_refusal(h, st, status);
+}
+
+/* The request is whole: routed, and answered by its handler, the pool or the host (HT2). */
+static void dispatch(struct m0_h2 *h, struct h2_stream *st)
+{
+        struct m0_conn *c = h->c;
+        struct m0_hctx *l = c->loop;
+        st->answered = true;
+        int method = m0__method_number(value_at(st, st->method));
+        if (method < 0) {
+                refuse(h, st, 400); /* as llhttp refuses a method it does not know */
+                return;
+        }
+        index_head(h, st, &l->req);
+        c->h2_stream = st->id;
+        c->t_start = st->t_start;
+        c->nreq++;
+        l->requests++;
+        m0__dispatch(c, &l->req, method, st->has_body, method == HTTP_HEAD, M0__CONN_KEEP);
+        drop_body(h, st); /* the pool's job took a copy */
+}
+
+/* The request's HEADERS are whole. A request with a body is routed now, before a byte of it is
+ * read (Q6, H8): past its route's bound by Content-Length, or of a type the route refuses, it
+ * is answered now; one the host answers otherwise has its body dropped. */
+static void head_whole(struct m0_h2 *h, struct h2_stream *st, bool end_stream)
+{
+        struct m0_conn *c = h->c;
+        struct m0_hctx *l = c->loop;
+        st->head_done = true;
+        st->has_body = !end_stream;
+        if (st->refuse) {
+                refuse(h, st, st->refuse);
+                return;
+        }
+        if (st->method < 0 || st->path < 0) {
+                refuse(h, st, 405); /* CONNECT (RFC 9110 9.3.6), as over HTTP/1.1 */
+                return;
+        }
+        if (end_stream) {
+                dispatch(h, st);
+                return;
+        }
+        int method = m0__method_number(value_at(st, st->method));
+        if (method < 0) {
+                refuse(h, st, 400);
+                return;
+        }
+        index_head(h, st, &l->req);
+        struct m0_rview v = {
+                .method = method, .path = l->req.path, .path_len = l->req.path_len, .req = &l->req};
+        struct m0_decision d;
+        m0__route_decide(l->host, &v, NULL, true, &d);
+        st->body_limit = d.body_limit;
+        const char *cl = m0_req_header(&l->req, "content-length");
+        bool over = cl && strtoull(cl, NULL, 10) > d.body_limit;
+        if (over && !d.status)
+                d.status = 413;
+        if (!d.status)
+                return;
+        st->discard = true;
+        if (!over && d.status != 415)
+                return; /* answered when the body is whole, as over HTTP/1.1 */
+        st->answered = true;
+        c->h2_stream = st->id;
+        c->t_start = st->t_start;
+        m0__route_answer(c, &v, &d, method == HTTP_HEAD, M0__CONN_KEEP);
+}
+
+/* The lines "Name: value\r\n" of `head` as lower-case fields into `nv` (room for them all),
+ * leaving out what HTTP/2 forbids (RFC 9113 8.2.2); the names are lowered in `low`. */
+static size_t app_fields(const struct m0_buf *head, char *low, nghttp2_nv *nv)
+{
+        size_t n = 0;
+        const char *p = head->data, *end = head->data + head->len;
+        while (p && p < end) {
+                const char *colon = memchr(p, ':', (size_t)(end - p));
+                const char *eol = colon ? memchr(colon, '\r', (size_t)(end - colon)) : NULL;
+                if (!eol)
+                        break;
+                size_t nl = (size_t)(colon - p);
+                for (size_t i = 0; i < nl; i++)
+                        low[i] = (char)(p[i] >= 'A' && p[i] <= 'Z' ? p[i] + 32 : p[i]);
+                const char *v = colon + 1;
+                while (v < eol && *v == ' ')
+                        v++;
+                bool hop = (nl == 10 && memcmp(low, "keep-alive", 10) == 0) ||
+                           (nl == 7 && memcmp(low, "upgrade", 7) == 0) ||
+                           (nl == 16 && memcmp(low, "proxy-connection", 16) == 0);
+                if (!hop)
+                        nv[n++] = (nghttp2_nv){(uint8_t *)low, (uint8_t *)v, nl, (size_t)(eol - v),
+                                               NGHTTP2_NV_FLAG_NONE};
+                low += nl;
+                p = eol + 2;
+        }
+        return n;
+}
+
+static ssize_t read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len, uint32_t *flags,
+                         nghttp2_data_source *src, void *ud)
+{
+        (void)s;
+        (void)id;
+        (void)ud;
+        struct h2_stream *st = src->ptr;
+        if (st->file_fd >= 0) {
+                /* A file that ended before its announced length resets its stream rather than
+                 * lie about it (SF2); the connection's other streams go on. */
+                size_t want = st->file_left < len ? (size_t)st->file_left : len;
+                ssize_t got = pread(st->file_fd, buf, want, (off_t)st->file_off);
+                if (got <= 0)
+                        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+                st->file_off += (uint64_t)got;
+                st->file_left -= (uint64_t)got;
+                if (st->file_left == 0) {
+                        close(st->file_fd);
+                        st->file_fd = -1;
+                        *flags |= NGHTTP2_DATA_FLAG_EOF;
+                }
+                return got;
+        }
+        size_t n = st->out.len - st->out_off;
+        if (n > len)
+                n = len;
+        memcpy(buf, st->out.data + st->out_off, n);
+        st->out_off += n;
+        if (st->out_off == st->out.len)
+                *flags |= NGHTTP2_DATA_FLAG_EOF;
+        return (ssize_t)n;
+}
+
+/*
+ * The answer `res` on the stream being answered, as HEADERS and DATA (HT2): the status, Date,
+ * Content-Length as HTTP/1.1 says them (none for 204 and 304; a HEAD's is its GET's), and the
+ * app's and the host's lines. An event stream is refused with HTTP_1_1_REQUIRED (RFC 9113 8.6),
+ * on which a browser asks again over HTTP/1.1 (D156). A stream the client reset meanwhile gets
+ * nothing.
+ */
+static int h2_respond(struct m0_conn *c, const m0_res *res, bool head_only)
+{
+        struct m0_h2 *h = c->h2;
+        struct h2_stream *st = stream_of(h, c->h2_stream);
+        if (!st)
+                return 0;
+        if (res->stream)
+                return nghttp2_submit_rst_stream(h->s, NGHTTP2_FLAG_NONE, st->id,
+                                                 NGHTTP2_HTTP_1_1_REQUIRED) == 0
+                               ? 0
+                               : -EIO;
+        struct m0_hctx *l = c->loop;
+        size_t cap = 4 + res->head.len / 4 + 1;
+        nghttp2_nv stack_nv[32];
+        char stack_low[1024];
+        nghttp2_nv *nv = cap <= 32 ? stack_nv : malloc(cap * sizeof(*nv));
+        char *low = res->head.len <= sizeof(stack_low) ? stack_low : malloc(res->head.len);
+        int r = -ENOMEM;
+        if (!nv || !low)
+                goto out;
+        char status[4], len[24];
+        snprintf(status, sizeof(status), "%03d", res->status);
+        size_t n = 0;
+        nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)status, 7, 3, NGHTTP2_NV_FLAG_NONE};
+        nv[n++] = (nghttp2_nv){(uint8_t *)"server", (uint8_t *)"m0", 6, 2, NGHTTP2_NV_FLAG_NONE};
+        /* the loop's "Date: ...\r\n" line, its value */
+        if (l->loop.date_len > 8)
+                nv[n++] = (nghttp2_nv){(uint8_t *)"date", (uint8_t *)l->loop.date + 6, 4,
+                                       l->loop.date_len - 8, NGHTTP2_NV_FLAG_NONE};
+        bool no_len = res->status == 204 || res->status == 304;
+        uint64_t body_len = res->file.on ? res->file.len : res->body.len;
+        if (!no_len) {
+                int k = snprintf(len, sizeof(len), "%llu", (unsigned long long)body_len);
+                nv[n++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)len, 14, (size_t)k,
+                                       NGHTTP2_NV_FLAG_NONE};
+        }
+        n += app_fields(&res->head, low, nv + n);
+        bool body = !head_only && !no_len && body_len;
+        if (body && res->file.on) {
+                /* the file's bytes are read as the window lets them go (the answer's own
+                 * descriptor is closed by dispatch once this returns) */
+                st->file_fd = fcntl(res->file.fd, F_DUPFD_CLOEXEC, 0);
+                if (st->file_fd < 0) {
+                        r = -errno;
+                        goto out;
+                }
+                st->file_off = res->file.off;
+                st->file_left = res->file.len;
+        } else if (body) {
+                st->out.len = st->out_off = 0;
+                if (m0__buf_append(&st->out, res->body.data, res->body.len) < 0)
+                        goto out;
+        }
+        nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_body};
+        r = nghttp2_submit_response(h->s, st->id, nv, n, body ? &prd : NULL) == 0 ? 0 : -EIO;
+out:
+        if (nv != stack_nv)
+                free(nv);
+        if (low != stack_low)
+                free(low);
+        return r;
+}
+
+/* ---- the session's other events ---- */
+
+static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
+{
+        (void)s;
+        struct m0_h2 *h = ud;
+        struct h2_stream *st = stream_of(h, f->hd.stream_id);
+        if (!st)
+                return 0;
+        bool end = f->hd.flags & NGHTTP2_FLAG_END_STREAM;
+        if (f->hd.type == NGHTTP2_HEADERS && !st->head_done)
+                head_whole(h, st, end);
+        if (end)
+                st->req_done = true; /* on HEADERS, DATA or the trailers' HEADERS */
+        if (end && !st->answered)
+                dispatch(h, st);
+        return 0;
+}
+
+/* A body's bytes: within the route's bound (413 past it), kept for the handler or dropped.
+ * Dropped bytes open the windows again at once; kept ones once the connection's bodies are
+ * within M0_MAX_BODY_BYTES (HT2: a body is bounded per stream and per connection, D155). */
+static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *data,
+                         size_t len, void *ud)
+{
+        (void)flags;
+        struct m0_h2 *h = ud;
+        struct h2_stream *st = stream_of(h, id);
+        if (!st || st->discard) {
+                (void)nghttp2_session_consume(s, id, len);
+                return 0;
+        }
+        st->body_seen += len;
+        if (st->body_seen > st->body_limit || m0__buf_append(&st->body, data, len) < 0) {
+                (void)nghttp2_session_consume(s, id, len);
+                int status = st->body_seen > st->body_limit ? 413 : 500;
+                drop_body(h, st);
+                refuse(h, st, status);
+                return 0;
+        }
+        h->body_bytes += len;
+        if (may_consume(h, st))
+                (void)nghttp2_session_consume(s, id, len);
+        else
+                st->held += len;
+        return 0;
+}
+
+/* An answer complete while the request's body still comes: the client is asked to stop
+ * sending it without error (RFC 9113 8.1). */
+static int on_frame_send(nghttp2_session *s, const nghttp2_frame *f, void *ud)
+{
+        struct m0_h2 *h = ud;
+        if (!(f->hd.flags & NGHTTP2_FLAG_END_STREAM) ||
+            (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA))
+                return 0;
+        struct h2_stream *st = stream_of(h, f->hd.stream_id);
+        if (st && !st->req_done)
+                (void)nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_NO_ERROR);
+        return 0;
+}
+
+static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *ud)
+{
+        (void)code;
+        struct m0_h2 *h = ud;
+        struct h2_stream *st = stream_of(h, id);
+        if (!st)
+                return 0;
+        (void)nghttp2_session_set_stream_user_data(s, id, NULL);
+        if (st->held) /* the connection's window: the stream's is gone with it */
+                (void)nghttp2_session_consume_connection(s, st->held);
+        st->held = 0;
+        drop_body(h, st);
+        stream_free(h, st);
+        return 0;
+}
+
+/* ---- the connection ---- */
+
+static void h2_free(struct m0_h2 *h)
+{
+        if (!h)
+                return;
+        nghttp2_session_del(h->s); /* no callback: the streams are freed below */
+        struct m0_link *n;
+        while ((n = h->streams.head))
+                stream_free(h, M0__CONTAINER_OF(n, struct h2_stream, link));
+        free(h);
+}
+
+/* What the connection waits for once its output is out: its idle deadline while nothing is in
+ * flight; a GOAWAY sent and every stream ended, the end (HT5). */
+static void settle(struct m0_h2 *h)
+{
+        struct m0_conn *c = h->c;
+        if (!nghttp2_session_want_read(h->s) && !nghttp2_session_want_write(h->s)) {
+                m0__conn_linger(c);
+                return;
+        }
+        (void)m0__conn_want(c, EPOLLIN);
+        if (!h->notice || h->goaway)
+                m0__timer_set(c, M0_TIMER_IDLE); /* between the GOAWAYs, the drain's timer */
+}
+
+/*
+ * Write what the session has to send: its frames gathered into the connection's output and
+ * written in one go, for as long as the transport takes them. What it refuses waits for
+ * EPOLLOUT, and nothing more is taken from the session meanwhile, so that a client that does
+ * not read holds at most a chunk past what its windows let out (HT4).
+ */
+static void h2_send(struct m0_h2 *h)
+{
+        struct m0_conn *c = h->c;
+        struct m0_hctx *l = c->loop;
+        for (;;) {
+                if (c->tr.fd < 0)
+                        return;
+                if (c->out.len > c->out_off) {
+                        ssize_t w = m0__transport_write(&c->tr, c->out.data + c->out_off,
+                                                        c->out.len - c->out_off);
+                        if (w == -EAGAIN) {
+                                c->wwant = (uint8_t)c->tr.want;
+                                (void)m0__conn_want(c, EPOLLIN | EPOLLOUT);
+                                m0__wait_write(c);
+                                return;
+                        }
+                        if (w < 0) {
+                                m0__conn_close(c);
+                                return;
+                        }
+                        c->wwant = 0;
+                        if (l->observe & M0_OBSERVE_METRICS)
+                                m0__count(&l->stats.bytes_out, (uint64_t)w);
+                        c->out_off += (size_t)w;
+                        if (c->out_off < c->out.len)
+                                continue;
+                        c->out.len = c->out_off = 0;
+                        if (c->out.cap > 4 * H2_OUT_CHUNK)
+                                m0__buf_free(&c->out);
+                }
+                while (c->out.len < H2_OUT_CHUNK) {
+                        const uint8_t *data;
+                        ssize_t n = nghttp2_session_mem_send(h->s, &data);
+                        if (n < 0) {
+                                m0__conn_close(c);
+                                return;
+                        }
+                        if (n == 0)
+                                break;
+                        if (m0__buf_append(&c->out, data, (size_t)n) < 0) {
+                                m0__conn_close(c);
+                                return;
+                        }
+                }
+                if (c->out.len == 0)
+                        break;
+        }
+        settle(h);
+}
+
+/* A session's error: GOAWAY with its code (a flood, too many CONTINUATIONs: ENHANCE_YOUR_CALM),
+ * sent as far as the socket takes it, then the connection ends. */
+static void fail(struct m0_h2 *h, ssize_t err)
+{
+        uint32_t code = err == NGHTTP2_ERR_FLOODED || err == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS
+                                ? NGHTTP2_ENHANCE_YOUR_CALM
+                        : err == NGHTTP2_ERR_NOMEM || err == NGHTTP2_ERR_CALLBACK_FAILURE
+                                ? NGHTTP2_INTERNAL_ERROR
+                                : NGHTTP2_PROTOCOL_ERROR;
+        (void)nghttp2_session_terminate_session(h->s, code);
+        h2_send(h);
+        if (h->c->tr.fd >= 0 && h->c->out.len == h->c->out_off)
+                m0__conn_linger(h->c);
+}
+
+static void take(struct m0_h2 *h, const char *bytes, size_t n)
+{
+        ssize_t r = nghttp2_session_mem_recv(h->s, (const uint8_t *)bytes, n);
+        if (h->c->tr.fd < 0)
+                return;
+        if (r < 0)
+                fail(h, r);
+        else
+                h2_send(h);
+}
+
+static void h2_readable(struct m0_conn *c)
+{
+        struct m0_hctx *l = c->loop;
+        ssize_t n = c->tr.ops->read(&c->tr, l->rscratch, l->rscratch_cap);
+        c->rwant = n == -EAGAIN ? (uint8_t)c->tr.want : 0;
+        if (n == -EAGAIN) {
+                (void)m0__conn_want(c, c->events); /* with what the transport wants (TLS) */
+                return;
+        }
+        if (n <= 0) {
+                m0__conn_close(c); /* the client left */
+                return;
+        }
+        if (l->observe & M0_OBSERVE_METRICS)
+                m0__count(&l->stats.bytes_in, (uint64_t)n);
+        if (c->lingering)
+                return; /* its last frames are out: what it sends is dropped */
+        take(c->h2, l->rscratch, (size_t)n);
+}
+
+static void h2_writable(struct m0_conn *c)
+{
+        if (c->lingering)
+                return;
+        h2_send(c->h2);
+}
+
+static void h2_resume(struct m0_conn *c)
+{
+        if (!c->lingering)
+                h2_send(c->h2);
+}
+
+/* HT5's last GOAWAY: it names the last stream admitted, which is answered; the connection
+ * ends once every admitted stream has (settle). */
+static void last_goaway(struct m0_h2 *h)
+{
+        h->goaway = true;
+        (void)nghttp2_submit_goaway(h->s, NGHTTP2_FLAG_NONE,
+                                    nghttp2_session_get_last_proc_stream_id(h->s), NGHTTP2_NO_ERROR,
+                                    NULL, 0);
+        h2_send(h);
+}
+
+/*
+ * HT5, the stop: RFC 9113 6.8's graceful shutdown. A GOAWAY of 2^31-1 first, so the client
+ * opens nothing more, while streams it sent before it (a request crossing the stop) are still
+ * admitted for M0_DRAIN_IDLE_MS, as HTTP/1.1 answers one (D154); then the last GOAWAY.
+ */
+static void h2_drain(struct m0_conn *c)
+{
+        struct m0_h2 *h = c->h2;
+        if (!h || h->notice || c->lingering)
+                return;
+        m0__slice_begin(c);
+        h->notice = true;
+        (void)nghttp2_submit_shutdown_notice(h->s);
+        if (!c->loop->host->cfg.drain_idle_ms) {
+                last_goaway(h);
+                return;
+        }
+        m0__timer_set(c, M0_TIMER_DRAIN);
+        h2_send(h);
+}
+
+static void h2_timer(struct m0_conn *c)
+{
+        struct m0_h2 *h = c->h2;
+        switch (c->timer.cls) {
+        case M0_TIMER_IDLE:
+                if (c->jobs) {
+                        m0__timer_set(c, M0_TIMER_IDLE); /* the pool answers: m0 is the wait */
+                        return;
+                }
+                /* HT4: nothing came from the client for M0_IDLE_TIMEOUT_MS: an idle connection,
+                 * or one whose streams wait on it (a body that stopped, a window it never
+                 * opens). It is told so, then closed. */
+                h->goaway = true;
+                (void)nghttp2_session_terminate_session(h->s, NGHTTP2_NO_ERROR);
+                h2_send(h);
+                if (c->tr.fd >= 0 && !c->lingering)
+                        m0__conn_linger(c);
+                return;
+        case M0_TIMER_DRAIN:
+                m0__slice_begin(c);
+                last_goaway(h);
+                return;
+        default: m0__conn_close(c); return; /* a stalled reader; the end of a linger */
+        }
+}
+
+static void h2_closed(struct m0_conn *c)
+{
+        h2_free(c->h2);
+        c->h2 = NULL;
+}
+
+/* The session's callbacks and options, and the SETTINGS m0 sends first (HT1, HT4). */
+static int h2_session(struct m0_h2 *h, const struct m0_config *cfg)
+{
+        nghttp2_session_callbacks *cb = NULL;
+        nghttp2_option *opt = NULL;
+        int r = -ENOMEM;
+        if (nghttp2_session_callbacks_new(&cb) || nghttp2_option_new(&opt))
+                goto out;
+        nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
+        nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+        nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
+        nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
+        nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+        /* Bodies' windows are opened as m0 takes their bytes (on_data_chunk). */
+        nghttp2_option_set_no_auto_window_update(opt, 1);
+        /* Rapid Reset (CVE-2023-44487): a burst of M0_H2_RESET_RATE, then that many a second */
+        nghttp2_option_set_stream_reset_rate_limit(opt, cfg->h2_reset_rate, cfg->h2_reset_rate);
+        /* the CONTINUATION flood (CVE-2024-27316) */
+        nghttp2_option_set_max_continuations(opt, H2_MAX_CONTINUATIONS);
+        /* PING and SETTINGS floods: acknowledgements queued past this end the session */
+        nghttp2_option_set_max_outbound_ack(opt, H2_MAX_OUTBOUND_ACK);
+        if (nghttp2_session_server_new2(&h->s, cb, h, opt))
+                goto out;
+        nghttp2_settings_entry iv[] = {
+                {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, cfg->h2_max_streams},
+                {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, cfg->h2_window_bytes},
+                {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, cfg->max_head_bytes},
+        };
+        r = nghttp2_submit_settings(h->s, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) == 0
+                    ? 0
+                    : -ENOMEM;
+out:
+        nghttp2_option_del(opt);
+        nghttp2_session_callbacks_del(cb);
+        return r;
+}
+
+static int h2_start(struct m0_conn *c, const char *bytes, size_t n)
+{
+        struct m0_h2 *h = calloc(1, sizeof(*h));
+        if (!h)
+                goto fail;
+        h->c = c;
+        if (h2_session(h, &c->loop->host->cfg) < 0)
+                goto fail;
+        c->h2 = h;
+        c->proto = &m0__proto_h2;
+        m0__timer_set(c, M0_TIMER_IDLE);
+        if (n)
+                take(h, bytes, n);
+        else
+                h2_send(h);
+        return 0;
+fail:
+        h2_free(h);
+        m0__conn_close(c);
+        return -ENOMEM;
+}
+
+const struct m0_proto_ops m0__proto_h2 = {
+        .name = "h2",
+        .readable = h2_readable,
+        .writable = h2_writable,
+        .timer = h2_timer,
+        .drain = h2_drain,
+        .closed = h2_closed,
+        .start = h2_start,
+        .respond = h2_respond,
+        .resume = h2_resume,
+};
