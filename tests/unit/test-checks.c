@@ -204,7 +204,9 @@ START_TEST(listen_sockets)
                          "pass listening stream sockets (ListenStream= in the .socket unit)");
 
         host.sockets_err[0] = '\0';
+        static struct m0_listener passed[2]; /* two plain ones, neither named https */
         host.sockets.passed = true;
+        host.sockets.v = passed;
         host.sockets.n = 2;
         ck_assert_int_eq(run(), -1);
         ck_assert_str_eq(checks[4].detail, "2 sockets passed by systemd");
@@ -415,6 +417,8 @@ START_TEST(limits)
         /* loops, sockets and pool threads count: 64 + 64 + 2 × (4 + 1) × (1 + 3) = 168 */
         host.cfg.threads = 2;
         host.cfg.blocking_threads = 3;
+        static struct m0_listener one[1]; /* a plain one */
+        host.sockets.v = one;
         host.sockets.n = 1;
         limits_in_child(167, 167, &first, detail, sizeof(detail));
         ck_assert_int_eq(first, 5);
