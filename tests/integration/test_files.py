@@ -25,6 +25,9 @@ APP_JS = b"// app.js\n" + b"".join(b"console.log(%d);\n" % i for i in range(400)
 class Site:
     """A served directory (www/) beside a secret outside it, and todo serving it at /app/."""
 
+    def __init__(self, env=None, **server):
+        self.extra, self.server = env or {}, server
+
     def __enter__(self):
         self.top = tempfile.mkdtemp(prefix="m0files-")
         self.www = os.path.join(self.top, "www")
@@ -43,8 +46,9 @@ class Site:
             f.write(SECRET)
         os.symlink("../secret.txt", os.path.join(self.www, "link_out"))
         self.put(".env", SECRET)
-        env = {"M0_TODO_DB": os.path.join(self.top, "todo.db"), "M0_TODO_WWW": self.www}
-        self.s = Server("todo", env=env)
+        env = {"M0_TODO_DB": os.path.join(self.top, "todo.db"), "M0_TODO_WWW": self.www,
+               **self.extra}
+        self.s = Server("todo", env=env, **self.server)
         self.s.__enter__()
         self.s.wait_ready()
         return self
@@ -302,3 +306,30 @@ def test_SF2_files_over_http2():
               f"HEAD over h2: {head!r}")
         eq(curl(*h2, w.url("/app/")), b"<!doctype html><title>todo</title>\n\n2 200",
            "the index over h2")
+
+
+def test_SF2_files_over_tls():
+    """The same files over TLS (SF2, TL7): the transport has no sendfile, so the 1 MiB file goes
+    through its records, byte for byte, over HTTP/1.1 and over h2 by ALPN; a range too."""
+    from test_tls import Certs
+
+    c = Certs()
+    try:
+        crt, key = c.leaf("a", "a.test")
+        with Site({"M0_TLS_CERT": crt, "M0_TLS_KEY": key},
+                  sockets=[("tcp", "http"), ("tcp", "https")]) as w:
+            port = next(s.getsockname()[1] for _, name, s in w.s.listeners if name == "https")
+            base = ["--cacert", c.ca, "--resolve", f"a.test:{port}:127.0.0.1"]
+            url = f"https://a.test:{port}/app"
+            with open(os.path.join(w.www, "big.bin"), "rb") as g:
+                want = g.read()
+            for proto, label in (("--http1.1", b"1.1"), ("--http2", b"2")):
+                out = os.path.join(w.top, "big.out")
+                eq(curl(proto, *base, "-o", out, "-w", "%{http_version} %{http_code}",
+                        url + "/big.bin"), label + b" 200", f"the 1 MiB file over TLS {proto}")
+                with open(out, "rb") as f:
+                    check(f.read() == want, f"the 1 MiB file over TLS {proto}, byte for byte")
+                eq(curl(proto, *base, "-r", "0-4", "-w", "\n%{http_code}", url + "/a.txt"),
+                   b"hello\n206", f"a range over TLS {proto}")
+    finally:
+        c.close()
