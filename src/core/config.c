@@ -148,6 +148,8 @@ static const struct m0_knob knobs[] = {
          1000000, "TLS handshakes in progress per loop; past it new ones are closed"},
         {"tls-session-cache", "M0_TLS_SESSION_CACHE", "10000", K_U32, OFF(tls_session_cache), 0,
          10000000, "TLS 1.2 sessions kept for resumption by id; 0 = none (tickets still work)"},
+        {"tls-hsts-s", "M0_TLS_HSTS_S", "63072000", K_U32, OFF(tls_hsts_s), 0, 2000000000,
+         "Strict-Transport-Security max-age of answers over TLS; 0 = none"},
         {"compress-min-bytes", "M0_COMPRESS_MIN_BYTES", "1024", K_U32, OFF(compress_min_bytes), 0,
          1073741824, "an answer's body is compressed from this size on (SF4)"},
         {"compress-zstd-level", "M0_COMPRESS_ZSTD_LEVEL", "3", K_U32, OFF(compress_zstd_level), 1,

@@ -87,6 +87,7 @@ struct m0_config {
         uint32_t tls_handshake_timeout_ms;
         uint32_t tls_max_handshakes;
         uint32_t tls_session_cache;
+        uint32_t tls_hsts_s;         /* TL7: an app's answers over TLS carry HSTS (D145) */
         uint32_t compress_min_bytes; /* SF4: the smallest body compressed (D182) */
         uint32_t compress_zstd_level;
         uint32_t compress_brotli_level;

@@ -9,32 +9,6 @@
 #include "host.h"
 #include "response.h"
 
-/* The value of the first `name` line the handler added (n bytes of a lower-case name), copied
- * NUL-terminated into out; false when there is none or it does not fit. */
-static bool head_value(const m0_res *res, const char *name, size_t n, char *out, size_t cap)
-{
-        const char *p = res->head.data, *end = p + res->head.len;
-        while (p < end) {
-                const char *eol = memchr(p, '\n', (size_t)(end - p));
-                if (!eol)
-                        break;
-                if ((size_t)(eol - p) > n && p[n] == ':' && strncasecmp(p, name, n) == 0) {
-                        const char *v = p + n + 1, *e = eol;
-                        while (v < e && (*v == ' ' || *v == '\t'))
-                                v++;
-                        while (e > v && (e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t'))
-                                e--;
-                        if ((size_t)(e - v) >= cap)
-                                return false;
-                        memcpy(out, v, (size_t)(e - v));
-                        out[e - v] = '\0';
-                        return true;
-                }
-                p = eol + 1;
-        }
-        return false;
-}
-
 void m0__res_compress(const struct m0_host *h, const m0_req *req, m0_res *res)
 {
         const struct m0_config *k = &h->cfg;
@@ -44,9 +18,9 @@ void m0__res_compress(const struct m0_host *h, const m0_req *req, m0_res *res)
         if (res->file.on || res->stream || res->body.len < k->compress_min_bytes ||
             res->status == 204 || res->status == 206 || res->status == 304 || res->no_compress)
                 return;
-        if (!head_value(res, "content-type", 12, ctype, sizeof(ctype)) ||
+        if (!m0__res_head_value(res, "content-type", 12, ctype, sizeof(ctype)) ||
             !m0__compressible(ctype) ||
-            head_value(res, "content-encoding", 16, coding, sizeof(coding)))
+            m0__res_head_value(res, "content-encoding", 16, coding, sizeof(coding)))
                 return;
         /* What a cache keeps of this answer depends on the request's Accept-Encoding from here
          * on, whichever coding this request gets. */

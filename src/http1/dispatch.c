@@ -245,6 +245,15 @@ void m0__route_answer(struct m0_conn *c, const struct m0_rview *v, const struct 
  * that cannot be serialized is a 500. `conn`: what the answer says of the connection; a drain
  * that began meanwhile still closes it (X1).
  */
+/* TL7: an answer over TLS tells the browser to come back over TLS alone, for tls_hsts_s seconds
+ * (D145), unless its handler said otherwise. */
+static int hsts(const struct m0_host *h, m0_res *res)
+{
+        if (m0__res_head_value(res, "strict-transport-security", 25, NULL, 0))
+                return 0;
+        return m0_res_headerf(res, "Strict-Transport-Security", "max-age=%u", h->cfg.tls_hsts_s);
+}
+
 static void answer(struct m0_conn *c, m0_req *req, m0_res *res, bool is_head,
                    enum m0_conn_mode conn, bool on_pool)
 {
@@ -258,6 +267,8 @@ static void answer(struct m0_conn *c, m0_req *req, m0_res *res, bool is_head,
                 const char *origin = m0_req_header(req, "origin");
                 r = m0__cors_answer(&h->cors, origin, origin ? strlen(origin) : 0, &res->head);
         }
+        if (r == 0 && c->tls && h->cfg.tls_hsts_s)
+                r = hsts(h, res);
         if (r == 0 && !res->coded)
                 m0__res_compress(h, req, res);
         if (r == 0 && c->proto->respond)

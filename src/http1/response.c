@@ -165,6 +165,32 @@ int m0__res_serialize(struct m0_hctx *l, const struct m0_res *res, bool head_onl
         return 0;
 }
 
+bool m0__res_head_value(const m0_res *res, const char *name, size_t n, char *out, size_t cap)
+{
+        const char *p = res->head.data, *end = p + res->head.len;
+        while (p < end) {
+                const char *eol = memchr(p, '\n', (size_t)(end - p));
+                if (!eol)
+                        break;
+                if ((size_t)(eol - p) > n && p[n] == ':' && strncasecmp(p, name, n) == 0) {
+                        const char *v = p + n + 1, *e = eol;
+                        while (v < e && (*v == ' ' || *v == '\t'))
+                                v++;
+                        while (e > v && (e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t'))
+                                e--;
+                        if (!out)
+                                return true;
+                        if ((size_t)(e - v) >= cap)
+                                return false;
+                        memcpy(out, v, (size_t)(e - v));
+                        out[e - v] = '\0';
+                        return true;
+                }
+                p = eol + 1;
+        }
+        return false;
+}
+
 /* ---- the public builder ---- */
 
 int m0_res_status(m0_res *res, int status)

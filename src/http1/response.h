@@ -55,6 +55,11 @@ enum m0_conn_mode {
 void m0__res_reset(struct m0_res *res);
 /* Close the file res holds as its body, if any (SF2). */
 void m0__res_file_close(struct m0_res *res);
+/* The value of the first `name` line the handler added (n bytes of a lower-case name), copied
+ * NUL-terminated into out; false when there is none or it does not fit. With `out` NULL:
+ * whether there is one. */
+bool m0__res_head_value(const struct m0_res *res, const char *name, size_t n, char *out,
+                        size_t cap);
 /* The Keep-Alive line a kept answer of `l` carries for an idle timeout of `idle_ms` (D111):
  * its whole seconds, rounded down, so that a client retires the connection before m0 does. */
 void m0__res_keep_alive(struct m0_hctx *l, uint32_t idle_ms);

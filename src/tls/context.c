@@ -22,6 +22,7 @@
         "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"                               \
         "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"                               \
         "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+#define CIPHERS_TLS13 "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
 #define GROUPS "X25519:P-256:P-384"
 
 /* ---- session ticket keys (TL5, D163) ---- */
@@ -155,6 +156,7 @@ static SSL_CTX *ctx_new(struct m0_tls *t)
         bool ok = SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION) == 1 &&
                   SSL_CTX_set_max_proto_version(c, TLS1_3_VERSION) == 1 &&
                   SSL_CTX_set_cipher_list(c, CIPHERS_TLS12) == 1 &&
+                  SSL_CTX_set_ciphersuites(c, CIPHERS_TLS13) == 1 &&
                   SSL_CTX_set1_groups_list(c, GROUPS) == 1 &&
                   SSL_CTX_set_max_early_data(c, 0) == 1 &&
                   SSL_CTX_set_recv_max_early_data(c, 0) == 1 &&
@@ -169,6 +171,10 @@ static SSL_CTX *ctx_new(struct m0_tls *t)
          * HTTP framing above tells a cut body from a whole one); kTLS stays off (D164). */
         SSL_CTX_set_options(c, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION |
                                        SSL_OP_IGNORE_UNEXPECTED_EOF);
+        /* The server's suite order, AES-128-GCM first, ChaCha20 first for a client that puts
+         * it first (one without AES instructions): every suite offered is an AEAD with ECDHE,
+         * so the order costs no client anything (D145). */
+        SSL_CTX_set_options(c, SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_PRIORITIZE_CHACHA);
         SSL_CTX_clear_options(c, SSL_OP_ENABLE_KTLS);
         /* Buffers go back to the allocator while a connection is idle; a write returns after
          * each record, and its retry may come from another address (io.c gathers pieces). */

@@ -927,6 +927,7 @@ KNOBS = [
     ("tls-handshake-timeout-ms", "M0_TLS_HANDSHAKE_TIMEOUT_MS", "10000"),
     ("tls-max-handshakes", "M0_TLS_MAX_HANDSHAKES", "2048"),
     ("tls-session-cache", "M0_TLS_SESSION_CACHE", "10000"),
+    ("tls-hsts-s", "M0_TLS_HSTS_S", "63072000"),
     ("compress-min-bytes", "M0_COMPRESS_MIN_BYTES", "1024"),
     ("compress-zstd-level", "M0_COMPRESS_ZSTD_LEVEL", "3"),
     ("compress-brotli-level", "M0_COMPRESS_BROTLI_LEVEL", "5"),

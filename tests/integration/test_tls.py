@@ -663,3 +663,36 @@ def test_TL7_pipelining_large_and_chunked_bodies_over_tls():
             eq(s.stop(), 0, "exit status")
     finally:
         c.close()
+
+
+def test_TL7_hsts_and_the_servers_suite_order():
+    """An app's answer over TLS carries Strict-Transport-Security for M0_TLS_HSTS_S (two years
+    by default), the same answer over plain HTTP none, and 0 sends none; the server's suite order
+    gives AES-128-GCM to a client that lists AES-256-GCM first, in TLS 1.3 and 1.2 (D145)."""
+    c = Certs()
+    try:
+        for env, want in (({}, "max-age=63072000"), ({"M0_TLS_HSTS_S": "600"}, "max-age=600"),
+                          ({"M0_TLS_HSTS_S": "0"}, None)):
+            with _serving(c, env=env) as s:
+                s.wait_ready()
+                conn = _tls(_https_addr(s), _ctx(c.ca))
+                eq(_get_ok(conn, "GET over TLS").header_all("Strict-Transport-Security"),
+                   [want] if want else [], f"HSTS over TLS with {env}")
+                conn.close()
+                plain = Conn.tcp(s.tcp_addr)
+                eq(_get_ok(plain, "plain GET").header_all("Strict-Transport-Security"), [],
+                   "HSTS over plain HTTP")
+                plain.close()
+                if not env:
+                    v13 = _ctx(c.ca, ssl.TLSVersion.TLSv1_3)
+                    conn = _tls(_https_addr(s), v13)
+                    eq(conn.sock.cipher()[0], "TLS_AES_128_GCM_SHA256", "the TLS 1.3 suite")
+                    conn.close()
+                    v12 = _ctx(c.ca, ssl.TLSVersion.TLSv1_2,
+                               ciphers="ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-AES128-GCM-SHA256")
+                    conn = _tls(_https_addr(s), v12)
+                    eq(conn.sock.cipher()[0], "ECDHE-ECDSA-AES128-GCM-SHA256", "the TLS 1.2 suite")
+                    conn.close()
+                eq(s.stop(), 0, "exit status")
+    finally:
+        c.close()
