@@ -229,7 +229,8 @@ test_HT1_h2load_2000_requests_no_error.serial = True
 def test_HT1_h2_by_alpn_on_the_tls_socket():
     """On a socket named https, a client that offers h2 by ALPN speaks HTTP/2 (HT1, TL1): curl
     --http2 gets `2 200` with the exact body, curl --http1.1 `1.1 200` on the same socket, and
-    h2load over TLS completes every request with the protocol it names h2."""
+    h2load over TLS completes every request with the protocol it names h2; an event stream is
+    served over it (HT3)."""
     from test_tls import Certs
 
     c = Certs()
@@ -247,6 +248,13 @@ def test_HT1_h2_by_alpn_on_the_tls_socket():
                "HTTP/1.1 by ALPN on the same socket")
             eq(curl("--http2", *base, "-H", "Content-Type: application/json", "--data-binary",
                     '{"a":1}', url + "/echo")[:2], (0, b'{"a":1}\n2 200'), "POST over h2 on TLS")
+            # an event stream over h2 by ALPN (HT3): its first bytes, then host_check's beats,
+            # until curl's --max-time cuts it (exit 28)
+            rc, out, _ = curl("--http2", "-N", *base[:-2], "--max-time", "1", "-w",
+                              "%{http_version} %{http_code}", url + "/events")
+            check(rc == 28 and out.startswith(OPEN) and out.endswith(b"\n\n2 200") and
+                  re.search(rb"\nid: \d+\nevent: beat\ndata: \{\"beat\":\d+,", out),
+                  f"an event stream over h2 on TLS: {rc} {out[:300]!r}")
             p = subprocess.run([tool("h2load", "nghttp2-client"), "-n", "200", "-c", "2", "-m", "10",
                                 f"https://127.0.0.1:{port}/health"], capture_output=True,
                                timeout=60)
