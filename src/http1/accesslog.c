@@ -159,7 +159,7 @@ static void journal_add(struct m0_hctx *l, const struct m0_access *a, uint64_t u
         size_t msg_len = a->method_len + 1 + a->path_len + 1 + 3 + 1 + 20 + (a->on_pool ? 7 : 0) +
                          (tls_len ? tls_len + 3 : 0);
         const char *proto = a->proto ? a->proto : "http/1.1";
-        size_t plen = strnlen(proto, 16);
+        size_t plen = strlen(proto); /* "h2" or "http/1.1", the protocol's own name */
         size_t need = j->prefix_len + 4 * 17 + msg_len + a->method_len + a->path_len + 4 * 40 + 12 +
                       plen + 2 + (tls_len ? 17 + tls_len : 0);
         if (m0__buf_reserve(&j->bytes, need) < 0) {

@@ -62,6 +62,11 @@ struct m0_proto_ops {
          * request being answered (`c->h2_stream`), the head alone when `head_only`; a stream's
          * answer (res->stream) too. 0 or -errno (the caller answers 500 instead). */
         int (*respond)(struct m0_conn *c, const m0_res *res, bool head_only);
+        /* Optional: for an event stream that is one stream of a connection rather than the
+         * connection (HTTP/2's, HT3): queue `len` bytes of it; 0, or -EPIPE once it is gone.
+         * sse.c writes such a stream's bytes through this, ends it after them with `drain` and
+         * cuts it with `closed`. */
+        int (*send)(struct m0_conn *c, const void *data, size_t len);
         /* Optional (NULL: m0__conn_resume): answers were queued outside the protocol's own
          * reading (a pool job came back): send them and go on. */
         void (*resume)(struct m0_conn *c);

@@ -22,6 +22,30 @@
 #define FIRST_STREAM(l) M0__LIST_FIRST(&(l)->streams, struct m0_conn, slink)
 #define NEXT_STREAM(c) M0__LIST_NEXT((c), struct m0_conn, slink)
 
+/* A stream's bytes, its end after them and its cut: through its connection, or, for a stream
+ * that is one of a connection's (an HTTP/2 stream, HT3), through its protocol's `send`, `drain`
+ * and `closed`. */
+static int out(struct m0_conn *c, const void *data, size_t len)
+{
+        return c->proto->send ? c->proto->send(c, data, len) : m0__conn_send(c, data, len);
+}
+
+static void end(struct m0_conn *c)
+{
+        if (c->proto->send)
+                c->proto->drain(c);
+        else
+                m0__conn_end(c);
+}
+
+static void cut(struct m0_conn *c)
+{
+        if (c->proto->send)
+                c->proto->closed(c);
+        else
+                m0__conn_close(c);
+}
+
 int m0_res_stream(m0_res *res)
 {
         if (res->on_pool) {
@@ -374,24 +398,12 @@ static int backfill_begin(struct m0_conn *c, uint64_t after, struct m0_buf *gaps
         return 0;
 }
 
-void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res)
+int m0__sse_open(struct m0_conn *c, const m0_req *req, const m0_res *res, struct m0_buf *w)
 {
         struct m0_hctx *l = c->loop;
-        struct m0_buf *w = &l->wbuf;
-        int r = m0__sse_head(l, res, false, w);
-        if (r == 0)
-                r = first_bytes(l, w);
-        if (r < 0) {
-                m0__conn_end(c);
-                return;
-        }
-        if (l->stopping) {
-                /* Opened by a request the drain answered: the farewell comes at once. */
-                static const char bye[] = ": bye\n\n";
-                (void)m0__buf_append(w, bye, sizeof(bye) - 1);
-                c->closing = true;
-                return;
-        }
+        int r = first_bytes(l, w);
+        if (r < 0)
+                return r;
         c->stream = true;
         link_stream(l, c);
 
@@ -419,8 +431,7 @@ void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res)
         if (r < 0) {
                 m0__fvec_free(&got);
                 m0__sse_unlink(c);
-                m0__conn_end(c);
-                return;
+                return r;
         }
         if (sub.ahead && l->host->bus.shared)
                 c->cursor = after; /* another host's id: what follows it comes here too (D95) */
@@ -433,6 +444,33 @@ void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res)
                 r = m0__buf_append(w, got.v[i]->bytes + got.v[i]->start,
                                    got.v[i]->end - got.v[i]->start);
         m0__fvec_free(&got);
+        return 0;
+}
+
+int m0__sse_open_bye(struct m0_hctx *l, struct m0_buf *w)
+{
+        static const char bye[] = ": bye\n\n";
+        int r = first_bytes(l, w);
+        return r == 0 ? m0__buf_append(w, bye, sizeof(bye) - 1) : r;
+}
+
+void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res)
+{
+        struct m0_hctx *l = c->loop;
+        struct m0_buf *w = &l->wbuf;
+        int r = m0__sse_head(l, res, false, w);
+        if (r < 0) {
+                m0__conn_end(c);
+                return;
+        }
+        if (l->stopping) {
+                /* Opened by a request the drain answered: the farewell comes at once. */
+                (void)m0__sse_open_bye(l, w);
+                c->closing = true;
+                return;
+        }
+        if (m0__sse_open(c, req, res, w) < 0)
+                m0__conn_end(c);
 }
 
 struct behind {
@@ -453,7 +491,7 @@ static void close_if_behind(void *ud, struct m0_sub *sub)
                 return;
         }
         m0__sse_unlink(c);
-        m0__conn_end(c);
+        end(c);
         bh->closed++;
 }
 
@@ -467,7 +505,7 @@ static unsigned close_all_behind(struct m0_hctx *l, uint64_t last)
                 if (!c->nsubs || c->cursor >= last)
                         continue;
                 m0__sse_unlink(c);
-                m0__conn_end(c);
+                end(c);
                 closed++;
         }
         return closed;
@@ -575,7 +613,7 @@ static void hold(struct m0_conn *c, const struct m0_frame *f)
         if (t->held_bytes + len > c->loop->host->cfg.max_output_bytes ||
             m0__fvec_push(&t->held, (struct m0_frame *)f) < 0) {
                 c->loop->streams_cut++;
-                m0__conn_close(c);
+                cut(c);
                 return;
         }
         atomic_fetch_add_explicit(&((struct m0_frame *)f)->refs, 1, memory_order_relaxed);
@@ -591,7 +629,7 @@ static bool send_frame(struct m0_conn *c, const struct m0_frame *f, uint64_t *se
         if (!f->transient)
                 c->cursor = f->id;
         (*sent)++;
-        return m0__conn_send(c, f->bytes + f->start, f->end - f->start) == 0;
+        return out(c, f->bytes + f->start, f->end - f->start) == 0;
 }
 
 void m0__sse_replayed(struct m0_hctx *l, struct m0_treplay *t)
@@ -611,12 +649,12 @@ void m0__sse_replayed(struct m0_hctx *l, struct m0_treplay *t)
                         t->why);
                 m0__treplay_free(t);
                 m0__sse_unlink(c);
-                m0__conn_end(c);
+                end(c);
                 return;
         }
         /* The rows up to `upto`, then what came live meanwhile past them: no gap, no repeat. */
         c->cursor = t->after;
-        bool alive = !t->pre.len || m0__conn_send(c, t->pre.data, t->pre.len) == 0;
+        bool alive = !t->pre.len || out(c, t->pre.data, t->pre.len) == 0;
         uint64_t replayed = 0, delivered = 0;
         for (size_t i = 0; alive && i < t->rows.n; i++)
                 alive = send_frame(c, t->rows.v[i], &replayed);
@@ -686,7 +724,7 @@ void m0__sse_heartbeat(struct m0_hctx *l)
         static const char hb[] = ": heartbeat\n\n";
         for (struct m0_conn *c = FIRST_STREAM(l), *next; c; c = next) {
                 next = NEXT_STREAM(c); /* a send may close c */
-                (void)m0__conn_send(c, hb, sizeof(hb) - 1);
+                (void)out(c, hb, sizeof(hb) - 1);
         }
 }
 
@@ -696,7 +734,7 @@ void m0__sse_farewell(struct m0_hctx *l)
         struct m0_conn *c;
         while ((c = FIRST_STREAM(l))) {
                 m0__sse_unlink(c);
-                if (m0__conn_send(c, bye, sizeof(bye) - 1) < 0)
+                if (out(c, bye, sizeof(bye) - 1) < 0)
                         continue; /* closed: its backlog had passed the bound (B2) */
                 /* The farewell is best effort (X1): a client that is not taking its stream
                  * is closed now rather than waited for, and is no failure of the stop. It
@@ -706,7 +744,7 @@ void m0__sse_farewell(struct m0_hctx *l)
                         m0__conn_close(c);
                         continue;
                 }
-                m0__conn_end(c);
+                end(c);
         }
 }
 

@@ -20,6 +20,13 @@ int m0__sse_head(struct m0_hctx *l, const m0_res *res, bool close, struct m0_buf
 /* After the handler called m0_res_stream() or m0_res_subscribe(): the stream's head and first
  * bytes, its channels in the loop's index, the replay. */
 void m0__sse_begin(struct m0_conn *c, const m0_req *req, const m0_res *res);
+/* What follows the head (S1, N2): `c` becomes one of its loop's streams, its first bytes and
+ * its replay after the request's Last-Event-ID into `w`, its channels followed. 0, or -errno with
+ * `c` no stream (its answer is to end). A stream of another protocol (HT3's HTTP/2 streams)
+ * frames `w` itself; its later bytes go through its protocol's `send`. */
+int m0__sse_open(struct m0_conn *c, const m0_req *req, const m0_res *res, struct m0_buf *w);
+/* ... a stream opened by a request the drain answers: its first bytes and ": bye" into `w`. */
+int m0__sse_open_bye(struct m0_hctx *l, struct m0_buf *w);
 /* A stream's replay is the shared bus's table's (G4, D95): ask it; until the answer comes the
  * live frames for `c` are held. 0, or -errno (the stream is to end). */
 int m0__sse_ask_table(struct m0_conn *c, uint64_t after);

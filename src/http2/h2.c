@@ -15,6 +15,7 @@
 #include "error.h"
 #include "h2.h"
 #include "host.h"
+#include "sse.h"
 
 /* CONTINUATION frames a header block may take (nghttp2's own default, set so the defence does
  * not hang on a default, D153). */
@@ -51,6 +52,11 @@ struct h2_stream {
         int file_fd;
         uint64_t file_off, file_left;
         uint64_t t_start;
+        /* An event stream (HT3): its place among the loop's streams (sse.c), a connection of
+         * the loop's in name only, whose bytes wait in `out` as the windows let them go;
+         * `ending` once its last byte is there. */
+        struct m0_conn *sse;
+        bool ending;
 };
 
 struct m0_h2 {
@@ -60,6 +66,7 @@ struct m0_h2 {
         uint64_t body_bytes;    /* of the streams' bodies kept, not yet dispatched (D155) */
         bool notice;            /* the drain's first GOAWAY (2^31-1) is submitted */
         bool goaway;            /* its last one, or the idle timeout's */
+        uint32_t nevents;       /* its event streams (HT3): it is not idle while any */
 };
 
 static void h2_send(struct m0_h2 *h);
@@ -103,6 +110,11 @@ static void drop_body(struct m0_h2 *h, struct h2_stream *st)
 static void stream_free(struct m0_h2 *h, struct h2_stream *st)
 {
         m0__list_unlink(&h->streams, &st->link);
+        if (st->sse) { /* its channels are followed no more (a client's RST_STREAM, HT3) */
+                m0__sse_unlink(st->sse);
+                free(st->sse);
+                h->nevents--;
+        }
         m0__buf_free(&st->fields);
         m0__buf_free(&st->cookie);
         m0__buf_free(&st->body);
@@ -413,21 +425,168 @@ static ssize_t read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t le
                 return got;
         }
         size_t n = st->out.len - st->out_off;
+        if (n == 0 && st->sse && !st->ending)
+                return NGHTTP2_ERR_DEFERRED; /* an event stream waits for its next bytes */
         if (n > len)
                 n = len;
         memcpy(buf, st->out.data + st->out_off, n);
         st->out_off += n;
-        if (st->out_off == st->out.len)
+        if (st->out_off == st->out.len && (!st->sse || st->ending))
                 *flags |= NGHTTP2_DATA_FLAG_EOF;
         return (ssize_t)n;
+}
+
+/* ---- event streams (HT3) ---- */
+
+/* The connection writes what its event streams queued, in a later item of the turn: a stream's
+ * bytes come from sse.c's walks over the loop's streams, which nothing may end meanwhile. */
+static void kick(struct m0_h2 *h)
+{
+        struct m0_conn *c = h->c;
+        if (c->tr.fd >= 0 && !c->lingering)
+                m0__turn_defer(&c->loop->loop, &c->task, EPOLLOUT);
+}
+
+/* The stream is cut: RST_STREAM CANCEL, its channels let go; the connection goes on. */
+static void events_cut(struct m0_conn *e)
+{
+        struct h2_stream *st = e->up;
+        struct m0_h2 *h = e->h2;
+        m0__sse_unlink(e);
+        st->ending = true;
+        (void)nghttp2_submit_rst_stream(h->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+        kick(h);
+}
+
+/* Bytes of the stream (`: open`, events, heartbeats, `: bye`), kept until its windows let them
+ * go. The slow-subscriber rule (B2) per stream: a stream whose windows stayed shut while more
+ * than M0_MAX_OUTPUT_BYTES waited is reset, for its client to come back with Last-Event-ID,
+ * and the connection's other streams go on (D168). */
+static int events_send(struct m0_conn *e, const void *data, size_t len)
+{
+        struct h2_stream *st = e->up;
+        struct m0_h2 *h = e->h2;
+        if (st->ending)
+                return -EPIPE;
+        size_t left = st->out.len - st->out_off;
+        if (left + len > h->c->loop->host->cfg.max_output_bytes) {
+                m0__count(&h->c->loop->streams_cut, 1);
+                events_cut(e);
+                return -EPIPE;
+        }
+        if (st->out_off && st->out_off >= st->out.len / 2) {
+                memmove(st->out.data, st->out.data + st->out_off, left);
+                st->out.len = left;
+                st->out_off = 0;
+        }
+        if (m0__buf_append(&st->out, data, len) < 0) {
+                events_cut(e);
+                return -EPIPE;
+        }
+        (void)nghttp2_session_resume_data(h->s, st->id);
+        kick(h);
+        return 0;
+}
+
+/* The stream ends after what it has (the drain's `: bye`, a channel's refused frames): its
+ * last DATA carries END_STREAM. */
+static void events_end(struct m0_conn *e)
+{
+        struct h2_stream *st = e->up;
+        m0__sse_unlink(e);
+        st->ending = true;
+        (void)nghttp2_session_resume_data(e->h2->s, st->id);
+        kick(e->h2);
+}
+
+/* What an event stream is to sse.c: a stream among the loop's, whose bytes go through `send`. */
+static const struct m0_proto_ops events_ops = {
+        .name = "h2 event stream",
+        .drain = events_end,
+        .closed = events_cut,
+        .send = events_send,
+};
+
+/*
+ * An event stream on HTTP/2 (HT3): HEADERS (200, text/event-stream, no content-length), then
+ * DATA carrying the bytes HTTP/1.1 sends after its head: `: open`, the replay after the
+ * request's Last-Event-ID, then live events and heartbeats as sse.c delivers them. m0 ends it
+ * only at the drain (`: bye`, END_STREAM) or by the slow-subscriber rule (RST_STREAM). The
+ * request is the loop's, indexed (a stream is never a pool's answer).
+ */
+static int begin_events(struct m0_h2 *h, struct h2_stream *st, const m0_res *res, bool head_only)
+{
+        struct m0_conn *c = h->c;
+        struct m0_hctx *l = c->loop;
+        size_t cap = 6 + res->head.len / 4 + 1;
+        nghttp2_nv stack_nv[32];
+        char stack_low[1024];
+        nghttp2_nv *nv = cap <= 32 ? stack_nv : malloc(cap * sizeof(*nv));
+        char *low = res->head.len <= sizeof(stack_low) ? stack_low : malloc(res->head.len);
+        struct m0_conn *e = NULL;
+        int r = -ENOMEM;
+        if (!nv || !low)
+                goto out;
+        size_t n = 0;
+#define NV(k, v)                                                                                   \
+        nv[n++] = (nghttp2_nv){(uint8_t *)k, (uint8_t *)v, strlen(k), strlen(v),                   \
+                               NGHTTP2_NV_FLAG_NONE}
+        NV(":status", "200");
+        NV("server", "m0");
+        if (l->loop.date_len > 8)
+                nv[n++] = (nghttp2_nv){(uint8_t *)"date", (uint8_t *)l->loop.date + 6, 4,
+                                       l->loop.date_len - 8, NGHTTP2_NV_FLAG_NONE};
+        NV("content-type", "text/event-stream");
+        NV("cache-control", "no-cache");
+        NV("x-accel-buffering", "no");
+#undef NV
+        n += app_fields(&res->head, low, nv + n);
+        if (head_only) {
+                r = nghttp2_submit_response(h->s, st->id, nv, n, NULL) == 0 ? 0 : -EIO;
+                goto out;
+        }
+        st->out.len = st->out_off = 0;
+        if (l->stopping) {
+                /* opened by a request the drain answers: its farewell comes at once */
+                r = m0__sse_open_bye(l, &st->out);
+                st->ending = true;
+        } else {
+                if (!(e = calloc(1, sizeof(*e))))
+                        goto out;
+                e->loop = l;
+                e->tr.fd = -1;
+                e->proto = &events_ops;
+                e->up = st;
+                e->h2 = h;
+                e->h2_stream = st->id;
+                r = m0__sse_open(e, &l->req, res, &st->out);
+        }
+        if (r < 0)
+                goto out;
+        nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_body};
+        r = nghttp2_submit_response(h->s, st->id, nv, n, &prd) == 0 ? 0 : -EIO;
+        if (r == 0 && e) {
+                st->sse = e;
+                e = NULL;
+                h->nevents++;
+        }
+out:
+        if (e) {
+                m0__sse_unlink(e);
+                free(e);
+        }
+        if (nv != stack_nv)
+                free(nv);
+        if (low != stack_low)
+                free(low);
+        return r;
 }
 
 /*
  * The answer `res` on the stream being answered, as HEADERS and DATA (HT2): the status, Date,
  * Content-Length as HTTP/1.1 says them (none for 204 and 304; a HEAD's is its GET's), and the
- * app's and the host's lines. An event stream is refused with HTTP_1_1_REQUIRED (RFC 9113 8.6),
- * on which a browser asks again over HTTP/1.1 (D156). A stream the client reset meanwhile gets
- * nothing.
+ * app's and the host's lines; an event stream's HEADERS, then its bytes as they come (HT3). A
+ * stream the client reset meanwhile gets nothing.
  */
 static int h2_respond(struct m0_conn *c, const m0_res *res, bool head_only)
 {
@@ -436,10 +595,7 @@ static int h2_respond(struct m0_conn *c, const m0_res *res, bool head_only)
         if (!st)
                 return 0;
         if (res->stream)
-                return nghttp2_submit_rst_stream(h->s, NGHTTP2_FLAG_NONE, st->id,
-                                                 NGHTTP2_HTTP_1_1_REQUIRED) == 0
-                               ? 0
-                               : -EIO;
+                return begin_events(h, st, res, head_only);
         struct m0_hctx *l = c->loop;
         size_t cap = 4 + res->head.len / 4 + 1;
         nghttp2_nv stack_nv[32];
@@ -749,8 +905,9 @@ static void h2_timer(struct m0_conn *c)
         struct m0_h2 *h = c->h2;
         switch (c->timer.cls) {
         case M0_TIMER_IDLE:
-                if (c->jobs) {
-                        m0__timer_set(c, M0_TIMER_IDLE); /* the pool answers: m0 is the wait */
+                if (c->jobs || h->nevents) {
+                        /* the pool answers, or event streams wait for events: m0 is the wait */
+                        m0__timer_set(c, M0_TIMER_IDLE);
                         return;
                 }
                 /* HT4: nothing came from the client for M0_IDLE_TIMEOUT_MS: an idle connection,

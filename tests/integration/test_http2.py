@@ -37,7 +37,7 @@ PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 # RFC 9113 section 7's error codes
 NO_ERROR, PROTOCOL_ERROR, FLOW_CONTROL_ERROR, STREAM_CLOSED = 0x0, 0x1, 0x3, 0x5
 FRAME_SIZE_ERROR, REFUSED_STREAM, COMPRESSION_ERROR = 0x6, 0x7, 0x9
-ENHANCE_YOUR_CALM, HTTP_1_1_REQUIRED = 0xB, 0xD
+ENHANCE_YOUR_CALM = 0xB
 
 
 def raw_frame(ftype, flags, sid, payload):
@@ -229,7 +229,8 @@ test_HT1_h2load_2000_requests_no_error.serial = True
 def test_HT1_h2_by_alpn_on_the_tls_socket():
     """On a socket named https, a client that offers h2 by ALPN speaks HTTP/2 (HT1, TL1): curl
     --http2 gets `2 200` with the exact body, curl --http1.1 `1.1 200` on the same socket, and
-    h2load over TLS completes every request with the protocol it names h2."""
+    h2load over TLS completes every request with the protocol it names h2; an event stream is
+    served over it (HT3)."""
     from test_tls import Certs
 
     c = Certs()
@@ -247,6 +248,13 @@ def test_HT1_h2_by_alpn_on_the_tls_socket():
                "HTTP/1.1 by ALPN on the same socket")
             eq(curl("--http2", *base, "-H", "Content-Type: application/json", "--data-binary",
                     '{"a":1}', url + "/echo")[:2], (0, b'{"a":1}\n2 200'), "POST over h2 on TLS")
+            # an event stream over h2 by ALPN (HT3): its first bytes, then host_check's beats,
+            # until curl's --max-time cuts it (exit 28)
+            rc, out, _ = curl("--http2", "-N", *base[:-2], "--max-time", "1", "-w",
+                              "%{http_version} %{http_code}", url + "/events")
+            check(rc == 28 and out.startswith(OPEN) and out.endswith(b"\n\n2 200") and
+                  re.search(rb"\nid: \d+\nevent: beat\ndata: \{\"beat\":\d+,", out),
+                  f"an event stream over h2 on TLS: {rc} {out[:300]!r}")
             p = subprocess.run([tool("h2load", "nghttp2-client"), "-n", "200", "-c", "2", "-m", "10",
                                 f"https://127.0.0.1:{port}/health"], capture_output=True,
                                timeout=60)
@@ -391,17 +399,215 @@ def test_HT2_request_body_flow_control():
         eq(s.stop(), 0, "exit status")
 
 
-def test_HT2_event_stream_route_asks_for_http11():
-    """An event-stream route over HTTP/2 is reset with HTTP_1_1_REQUIRED (RFC 9113 8.6), which
-    browsers answer by asking again over HTTP/1.1, where the stream is served; the connection
-    goes on."""
-    with Server("host_check", env={"M0_THREADS": 1}) as s:
+# ---- HT3: event streams as HTTP/2 streams ----
+
+OPEN = b": open\n\nretry: 2000\n\n"  # a stream's first bytes, as over HTTP/1.1 (S1, H9)
+BYE = b": bye\n\n"
+HEARTBEAT = b": heartbeat\n\n"
+
+
+def value_event(i, value=None):
+    """The counter's event `i` (its value `value`, i by default), as its streams carry it."""
+    value = i if value is None else value
+    return f'id: {i}\nevent: value\ndata: {{"counter":"default","value":{value}}}\n\n'.encode()
+
+
+class Streams:
+    """What each of a connection's streams got: its fields, its DATA bytes, whether it ended
+    (END_STREAM) and its RST_STREAM code. `windows`: the streams whose window the client opens
+    again as their bytes come (the connection's always is)."""
+
+    def __init__(self, h, windows=None):
+        self.h, self.windows = h, windows
+        self.fields, self.data, self.ended, self.rst = {}, {}, set(), {}
+        self.pings = set()
+
+    def _take(self, f):
+        sid = f.stream_id
+        if isinstance(f, HeadersFrame):
+            self.fields.setdefault(sid, []).extend(f.fields)
+        elif isinstance(f, DataFrame):
+            self.data[sid] = self.data.get(sid, b"") + f.data
+            if f.data:
+                out = WindowUpdateFrame(0, window_increment=len(f.data)).serialize()
+                if self.windows is None or sid in self.windows:
+                    out += WindowUpdateFrame(sid, window_increment=len(f.data)).serialize()
+                self.h.send(out)
+        elif isinstance(f, RstStreamFrame):
+            self.rst[sid] = f.error_code
+        elif isinstance(f, PingFrame) and "ACK" in f.flags:
+            self.pings.add(bytes(f.opaque_data))
+        if sid and "END_STREAM" in getattr(f, "flags", ()):
+            self.ended.add(sid)
+
+    def until(self, done, what, timeout=10):
+        """Read frames until `done(self)`; fail after `timeout`."""
+        for f in list(self.h.got):
+            self.h.got.remove(f)
+            self._take(f)
+        deadline = time.monotonic() + timeout
+        while not done(self):
+            f = self.h.next(max(0.01, deadline - time.monotonic()))
+            if f is None:
+                raise AssertionError(f"{what}: not within {timeout}s (eof {self.h.eof}); "
+                                     f"data {dict(list(self.data.items())[:4])} rst {self.rst}")
+            self.h.got.remove(f)
+            self._take(f)
+
+    def quiet(self, seconds):
+        """Frames for `seconds`, which must bring no stream's bytes."""
+        before = dict(self.data)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            f = self.h.next(max(0.01, deadline - time.monotonic()))
+            if f is None and self.h.eof:
+                break
+            if f is not None:
+                self.h.got.remove(f)
+                self._take(f)
+        eq(self.data, before, "bytes that came while nothing was published")
+
+
+def open_events(h, sids, path="/events", extra=()):
+    h.send(b"".join(HeadersFrame(sid, data=h.enc.encode(
+        [(":method", "GET"), (":scheme", "http"), (":path", path), (":authority", "test")]
+        + list(extra)), flags=["END_HEADERS", "END_STREAM"]).serialize() for sid in sids))
+
+
+def check_event_head(fields, what):
+    names = [n for n, _ in fields]
+    eq(field(fields, ":status"), "200", f"{what}: status")
+    eq(field(fields, "content-type"), "text/event-stream", f"{what}: content-type")
+    eq(field(fields, "cache-control"), "no-cache", f"{what}: cache-control")
+    check("content-length" not in names, f"{what}: a content-length: {fields}")
+
+
+def increment(s):
+    """POST /increment over HTTP/1.1: its event's id."""
+    r = s.connect().exchange("POST", "/increment")
+    eq((r.status, r.body), (204, b""), "POST /increment")
+    return int(r.header("x-event-id"))
+
+
+def test_HT3_hundred_event_streams_on_one_connection():
+    """100 event streams on one HTTP/2 connection (counter's /events): each gets HEADERS (200,
+    text/event-stream, no content-length) and `: open`; a request on the same connection is
+    answered while they are open; one POST over HTTP/1.1 reaches every stream, exactly its
+    event, and nothing more; streams the client resets follow nothing more while the others
+    get the next event (HT3)."""
+    env = {"M0_THREADS": 1, "M0_H2_MAX_STREAMS": 200, "M0_SSE_HEARTBEAT_MS": 0}
+    with Server("counter", env=env, state_dir=True) as s:
         s.wait_ready()
         h = H2(s.port)
-        h.request(1, "GET", "/events")
-        eq(h.response(1), (None, [], b"", HTTP_1_1_REQUIRED), "/events over h2")
-        h.request(3, "GET", "/health")
-        eq(h.response(3)[2], b"ok\n", "the connection goes on")
+        sids = list(range(1, 201, 2))
+        open_events(h, sids)
+        st = Streams(h)
+        st.until(lambda t: all(t.data.get(i) == OPEN for i in sids), "100 streams' : open")
+        for i in sids:
+            check_event_head(st.fields[i], f"stream {i}")
+        h.request(201, "GET", "/")
+        st.until(lambda t: 201 in t.ended, "GET / while the streams are open")
+        eq((field(st.fields[201], ":status"), st.data.get(201)), ("200", b"{}\n"), "GET /")
+        eq(increment(s), 1, "the event's id")
+        want = OPEN + value_event(1)
+        st.until(lambda t: all(len(t.data[i]) >= len(want) for i in sids), "the event")
+        for i in sids:
+            eq(st.data[i], want, f"stream {i}'s bytes")
+        st.quiet(0.3)
+        eq((st.ended & set(sids), st.rst), (set(), {}), "no stream ended by m0")
+        # the client resets half: their channels are followed no more (a freed stream that
+        # was still followed would be found by ASan at the next delivery)
+        h.send(b"".join(RstStreamFrame(i, error_code=0x8).serialize() for i in sids[:50]) +
+               PingFrame(0, opaque_data=b"afterrst").serialize())
+        st.until(lambda t: b"afterrst" in t.pings, "the PING after the resets")  # all read
+        eq(increment(s), 2, "the second event's id")
+        want2 = want + value_event(2)
+        st.until(lambda t: all(len(t.data[i]) >= len(want2) for i in sids[50:]), "event 2")
+        for i in sids[50:]:
+            eq(st.data[i], want2, f"stream {i}'s bytes after the second POST")
+        for i in sids[:50]:
+            eq(st.data[i], want, f"reset stream {i}: nothing after its reset")
+        h.close()
+        eq(s.stop(), 0, "exit status")
+
+
+test_HT3_hundred_event_streams_on_one_connection.serial = True
+
+
+def test_HT3_replay_heartbeats_and_the_drain():
+    """An h2 event stream with last-event-id: 1 gets events 2 and 3 replayed after `: open`;
+    one without gets none, then both get the next live event and heartbeats; SIGTERM gives
+    each of ten streams `: bye` and END_STREAM, the GOAWAYs, the close, and exit 0 (HT3, HT5)."""
+    env = {"M0_THREADS": 1, "M0_SSE_HEARTBEAT_MS": 200}
+    with Server("counter", env=env, state_dir=True) as s:
+        s.wait_ready()
+        for i in (1, 2, 3):
+            eq(increment(s), i, "the event's id")
+        h = H2(s.port)
+        open_events(h, [1], extra=[("last-event-id", "1")])
+        open_events(h, range(3, 21, 2))
+        st = Streams(h)
+        replayed = OPEN + value_event(2) + value_event(3)
+        st.until(lambda t: len(t.data.get(1, b"")) >= len(replayed) and
+                 all(t.data.get(i) for i in range(3, 21, 2)), "the streams' first bytes")
+        eq(st.data[1][:len(replayed)], replayed, "stream 1: the replay after last-event-id 1")
+        eq(st.data[3][:len(OPEN)], OPEN, "stream 3: : open")
+        eq(increment(s), 4, "the live event's id")
+        st.until(lambda t: all(value_event(4) in t.data[i] and
+                               t.data[i].endswith(HEARTBEAT) for i in range(1, 21, 2)),
+                 "event 4 and a heartbeat after it")
+        for i in range(1, 21, 2):
+            first = replayed if i == 1 else OPEN
+            eq(st.data[i].replace(HEARTBEAT, b""), first + value_event(4), f"stream {i}'s events")
+        s.send_signal(signal.SIGTERM)
+        h.expect_eof()
+        goaways = [(f.last_stream_id, f.error_code) for f in h.got if isinstance(f, GoAwayFrame)]
+        for f in list(h.got):
+            h.got.remove(f)
+            st._take(f)
+        for i in range(1, 21, 2):
+            check(st.data[i].endswith(HEARTBEAT + BYE) or st.data[i].endswith(value_event(4) + BYE),
+                  f"stream {i}: no `: bye` at its end: {st.data[i][-60:]!r}")
+        eq(st.ended, set(range(1, 21, 2)), "END_STREAM on every stream")
+        eq(st.rst, {}, "no stream reset")
+        eq(goaways, [(0x7FFFFFFF, NO_ERROR), (19, NO_ERROR)], "the GOAWAYs")
+        h.close()
+        eq(s.wait_exit(5), 0, "exit status")
+
+
+def test_HT3_a_stream_whose_window_stays_shut_is_reset():
+    """The slow-subscriber rule per stream: two streams with windows of 100 bytes; the client
+    opens stream 3's again as it reads, never stream 1's. Once more than M0_MAX_OUTPUT_BYTES
+    (4096) wait for stream 1's window it is reset (CANCEL); stream 3 gets every event, the
+    connection goes on and answers (HT3)."""
+    env = {"M0_THREADS": 1, "M0_SSE_HEARTBEAT_MS": 0, "M0_MAX_OUTPUT_BYTES": 4096}
+    with Server("counter", env=env, state_dir=True) as s:
+        s.wait_ready()
+        h = H2(s.port, settings={SettingsFrame.INITIAL_WINDOW_SIZE: 100})
+        open_events(h, [1, 3])
+        st = Streams(h, windows={3})
+        st.until(lambda t: t.data.get(1) == OPEN and t.data.get(3) == OPEN, ": open")
+        poster = s.connect()
+        n = 0
+        while 1 not in st.rst and n < 300:
+            n += 1
+            r = poster.exchange("POST", "/increment")
+            eq(r.status, 204, "POST /increment")
+            st.until(lambda t: value_event(n) in t.data[3] or 1 in t.rst, f"event {n}")
+        eq(st.rst.get(1), 0x8, "stream 1: RST_STREAM CANCEL")
+        # 100 bytes went out of stream 1; past them, more than 4096 waited
+        eq(st.data[1], (OPEN + b"".join(value_event(i) for i in range(1, n + 1)))[:100],
+           "stream 1: what its window let out")
+        check(60 <= n <= 90, f"stream 1 reset after {n} events of ~55 bytes")
+        for k in range(2):
+            n += 1
+            eq(poster.exchange("POST", "/increment").status, 204, "POST /increment")
+        want = OPEN + b"".join(value_event(i) for i in range(1, n + 1))
+        st.until(lambda t: len(t.data[3]) >= len(want), "stream 3 after the reset")
+        eq(st.data[3], want, "stream 3: every event")
+        h.request(5, "GET", "/")
+        st.until(lambda t: 5 in t.ended, "GET / on the same connection")
+        eq(field(st.fields[5], ":status"), "200", "GET /")
         h.close()
         eq(s.stop(), 0, "exit status")
 
