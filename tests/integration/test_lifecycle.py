@@ -407,8 +407,9 @@ def test_X1_pool_job_finishes():
         s.wait_ready()
         c = s.connect()
         eq(c.get("/health").status, 200, "/health")
-        c.request("GET", "/slow?ms=1000")
+        # before the request: the host may start the job before request() returns
         sent = time.monotonic()
+        c.request("GET", "/slow?ms=1000")
         time.sleep(0.2)
         s.send_signal(signal.SIGTERM)
         _wait_stopping(s)
