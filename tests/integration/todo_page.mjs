@@ -112,6 +112,11 @@ try {
   if (ws) ws.close();
   browser.kill();
   await new Promise((resolve) => (browser.exitCode !== null ? resolve() : browser.on('exit', resolve)));
-  rmSync(profile, { recursive: true, force: true });
+  // Chromium's helpers may still be writing their last files as the browser exits.
+  try {
+    rmSync(profile, { recursive: true, force: true, maxRetries: 20, retryDelay: 100 });
+  } catch (e) {
+    console.error(`m0 test: ${profile} left behind: ${e.message}`);
+  }
 }
 process.exit(code);
