@@ -134,13 +134,13 @@ void m0__sse_unlink(struct m0_conn *c)
 }
 
 /*
- * Last-Event-ID: a decimal id, up to and including 2^64 - 1; a longer number is past every id
- * there can be, so it is taken as 2^64 - 1, which is past the newest and replays everything kept
- * (D48). Anything that is not digits is treated as absent.
+ * An event id a client sends back (Last-Event-ID, or a WebSocket's last_event_id): a decimal
+ * id, up to and including 2^64 - 1; a longer number is past every id there can be, so it is
+ * taken as 2^64 - 1, which is past the newest and replays everything kept (D48). Anything that
+ * is not digits, and an empty or absent value, is treated as absent (false).
  */
-static bool last_event_id(const m0_req *req, uint64_t *ret)
+bool m0__sse_event_id(const char *v, uint64_t *ret)
 {
-        const char *v = m0_req_header(req, "Last-Event-ID");
         if (!v || !*v)
                 return false;
         uint64_t x = 0;
@@ -411,7 +411,7 @@ int m0__sse_open(struct m0_conn *c, const m0_req *req, const m0_res *res, struct
          * ones follow with no gap and no duplicate because delivery skips what this stream's
          * cursor has passed. */
         uint64_t after = 0;
-        bool replay = last_event_id(req, &after);
+        bool replay = m0__sse_event_id(m0_req_header(req, "Last-Event-ID"), &after);
         struct m0_fvec got = {0};
         struct m0_subscribed sub = {0};
         struct m0_buf backfill = {0};

@@ -14,6 +14,10 @@ struct m0_conn;
 struct m0_hctx;
 struct m0_treplay;
 
+/* An event id a client sends back (Last-Event-ID's value, a WebSocket's last_event_id): digits,
+ * a longer number taken as 2^64 - 1 (D48); false for anything else, empty or NULL. */
+bool m0__sse_event_id(const char *v, uint64_t *ret);
+
 /* A stream's head (status line, the host's and the app's headers, the blank line) into `w`;
  * `close` adds Connection: close. Alone, it answers a HEAD on a stream route (H6). */
 int m0__sse_head(struct m0_hctx *l, const m0_res *res, bool close, struct m0_buf *w);

@@ -15,24 +15,6 @@
 #include "sse.h"
 #include "ws.h"
 
-/* The query's last_event_id: a browser's WebSocket cannot set a header. Digits, up to 2^64 - 1
- * (a longer number is past every id, as Last-Event-ID's is, D48); anything else is absent. */
-static bool last_event_id(m0_req *req, uint64_t *ret)
-{
-        const char *v = m0_req_query(req, "last_event_id");
-        if (!v || !*v)
-                return false;
-        uint64_t x = 0;
-        for (const char *p = v; *p; p++) {
-                if (*p < '0' || *p > '9')
-                        return false;
-                unsigned d = (unsigned)(*p - '0');
-                x = x > (UINT64_MAX - d) / 10 ? UINT64_MAX : x * 10 + d;
-        }
-        *ret = x;
-        return true;
-}
-
 static int send_json(struct m0_ws *ws, json_t *j)
 {
         char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
@@ -59,7 +41,8 @@ static void gap(void *ud, const char *name, size_t len, uint64_t oldest)
 int m0__ws_follow(struct m0_ws *ws, m0_req *req, const m0_res *res)
 {
         uint64_t after = 0;
-        bool replay = last_event_id(req, &after);
+        /* the query's: a browser's WebSocket cannot set a header */
+        bool replay = m0__sse_event_id(m0_req_query(req, "last_event_id"), &after);
         struct m0_fvec got = {0};
         ws->bus = true;
         ws->in_io = true; /* the 101 is not out yet: what the replay queues waits for it */
