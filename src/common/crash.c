@@ -8,10 +8,13 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "crash.h"
@@ -24,7 +27,8 @@
  * (no allocation on first touch), a journal socket opened at install, a memfd that
  * backtrace_symbols_fd() writes into, and backtrace() warmed up once so that it does not load
  * libgcc from inside the handler. The handler itself only formats into stack buffers and makes
- * async-signal-safe calls (write, sendmsg, pread, lseek, ftruncate, raise).
+ * async-signal-safe calls (write, sendmsg, pread, lseek, ftruncate, nanosleep, raise; and the
+ * ioctl that reads the journal socket's send queue).
  */
 
 #define TLS __attribute__((tls_model("initial-exec")))
@@ -244,6 +248,26 @@ static const char *app_name(void)
         return crash_host && crash_host->app->name ? crash_host->app->name : "m0";
 }
 
+/*
+ * journald names the unit of an entry from the sender's /proc/PID/cgroup, read when it takes the
+ * datagram; a process already gone by then is logged without _SYSTEMD_UNIT, and `journalctl -u`
+ * misses its crash. So the dying process stays until journald has read the entry: an AF_UNIX
+ * datagram is charged to the sending socket until the receiver consumes it, and SIOCOUTQ reads
+ * that charge. Up to 1 s for the read, then 20 ms for the lookup that follows it (D18).
+ */
+static void wait_for_journald(void)
+{
+        struct timespec step = {.tv_nsec = 2 * 1000 * 1000};
+        for (int i = 0; i < 500; i++) {
+                int queued = 0;
+                if (ioctl(journal_fd, SIOCOUTQ, &queued) < 0 || queued == 0)
+                        break;
+                nanosleep(&step, NULL);
+        }
+        struct timespec after = {.tv_nsec = 20 * 1000 * 1000};
+        nanosleep(&after, NULL);
+}
+
 /* One structured entry to journald's socket (J2). True when it was sent. */
 static bool report_to_journal(int sig, const char *msg, const char *btxt)
 {
@@ -272,7 +296,10 @@ static bool report_to_journal(int sig, const char *msg, const char *btxt)
                             .msg_namelen = sizeof(sa),
                             .msg_iov = iov,
                             .msg_iovlen = (size_t)n};
-        return sendmsg(journal_fd, &mh, MSG_NOSIGNAL) >= 0;
+        if (sendmsg(journal_fd, &mh, MSG_NOSIGNAL) < 0)
+                return false;
+        wait_for_journald();
+        return true;
 }
 
 /* Not under journald (or it is gone): plain lines on stderr. */
