@@ -310,8 +310,9 @@ def test_X1_in_flight_on_each_loop_answered_whole():
         on = _on_loops(s, [0, 1])
         sent = {}
         for w in (0, 1):
-            on[w].request("GET", "/slow?ms=1500")
+            # the time before the write: the server's 1.5 s may start before request() returns
             sent[w] = time.monotonic()
+            on[w].request("GET", "/slow?ms=1500")
         time.sleep(0.3)
         s.send_signal(signal.SIGTERM)
         _wait_stopping(s)
