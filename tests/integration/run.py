@@ -19,7 +19,16 @@ N failed" and the exit status is 0 only when none failed. Binaries come from $M0
 (default: build/ at the top of the repository).
 
 Every test that needs PostgreSQL copies one cluster made once per run (pgtest, $M0_PG_TEMPLATE);
-free_port() gives each concurrent test ports of its own ($M0_TEST_SLOT)."""
+free_port() gives each concurrent test ports of its own ($M0_TEST_SLOT).
+
+$M0_VARIANT names the build under test (tests/run passes contrib/test-all's label: plain, asan,
+tsan). Each runs what it is there to find (SPEC LY6, D235): a test marked `once = True` (a heavy
+scenario: a load tool, thousands of connections, kill -9 loops, a browser, a compiler; or one
+whose outcome does not depend on how m0 was compiled: the docs, the tree's layout, timing
+windows; a module-level `ONCE = True` marks each of its tests) runs in the plain variant and is
+skipped under a sanitizer; ThreadSanitizer runs only
+the modules that drive the host's threads (a module-level `THREADED = True`). A skipped test is
+named on a SKIP line and counted apart; without $M0_VARIANT everything runs."""
 
 import fcntl
 import importlib.util
@@ -56,8 +65,23 @@ def default_jobs():
     return max(1, min(6, 2 * (os.cpu_count() or 1)))
 
 
+VARIANT = os.environ.get("M0_VARIANT", "")
+SANITIZERS = ("asan", "tsan")
+
+
+def skipped_because(mod, fn):
+    """Why this variant does not run the test, or None when it does."""
+    if VARIANT in SANITIZERS and (getattr(fn, "once", False) or getattr(mod, "ONCE", False)):
+        return "once: runs in the plain variant"
+    if VARIANT == "tsan" and not getattr(mod, "THREADED", False):
+        return "ThreadSanitizer runs the modules that drive the host's threads"
+    return None
+
+
 def discover(filters):
+    """(tests to run, [(name, why skipped)])."""
     tests = []
+    skipped = []
     for fn in sorted(os.listdir(HERE)):
         if not (fn.startswith("test_") and fn.endswith(".py")):
             continue
@@ -73,8 +97,12 @@ def discover(filters):
             full = f"{modname}.{n}"
             if filters and not any(f in full for f in filters):
                 continue
-            tests.append((full, getattr(mod, n)))
-    return tests
+            why = skipped_because(mod, getattr(mod, n))
+            if why:
+                skipped.append((full, why))
+            else:
+                tests.append((full, getattr(mod, n)))
+    return tests, skipped
 
 
 def bound(fn):
@@ -268,7 +296,7 @@ def main(argv):
             filters.append(a)
     jobs = jobs or default_jobs()
     try:
-        tests = discover(filters)
+        tests, skipped = discover(filters)
     except Exception:
         traceback.print_exc()
         print("integration: 0 passed, 1 failed", flush=True)
@@ -287,7 +315,10 @@ def main(argv):
     finally:
         if own_template:
             shutil.rmtree(own_template, ignore_errors=True)
-    print(f"# {len(tests)} tests in {time.monotonic() - t_all:.1f}s ({jobs} at once)", flush=True)
+    for full, why in skipped:
+        print(f"SKIP {full} ({why})")
+    print(f"# {len(tests)} tests in {time.monotonic() - t_all:.1f}s ({jobs} at once)"
+          + (f"; {len(skipped)} skipped in the {VARIANT} variant" if skipped else ""), flush=True)
     print(f"integration: {passed} passed, {failed} failed", flush=True)
     return 0 if failed == 0 else 1
 

@@ -11,6 +11,9 @@ import signal
 
 from m0test import Server, check, eq, run_app
 
+# ThreadSanitizer runs this module (a crash named by its thread): run.py, D235.
+THREADED = True
+
 FRAME = re.compile(r"^\S.*\[0x[0-9a-f]+\]$")  # backtrace_symbols_fd: "obj(fn+0x1c)[0x7f…]"
 
 

@@ -9,6 +9,9 @@ import time
 
 from m0test import Server, check, eq
 
+# ThreadSanitizer runs this module (the drain across loops and the pool): run.py, D235.
+THREADED = True
+
 
 def _stopping(s):
     lines = s.notify_lines()

@@ -11,6 +11,9 @@ import struct
 
 from m0test import SSEReader, Server, check, eq, open_stream
 
+# ThreadSanitizer runs this module (the fd store beside the loops): run.py, D235.
+THREADED = True
+
 STORE_TEXT = "FDSTORE=1\nFDNAME=m0-bus"
 REMOVE_TEXT = "FDSTOREREMOVE=1\nFDNAME=m0-bus"
 

@@ -33,6 +33,9 @@ from hyperframe.frame import (  # noqa: E402
     WindowUpdateFrame,
 )
 
+# ThreadSanitizer runs this module (event streams across loops, the pool's answers): run.py, D235.
+THREADED = True
+
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 # RFC 9113 section 7's error codes
 NO_ERROR, PROTOCOL_ERROR, FLOW_CONTROL_ERROR, STREAM_CLOSED = 0x0, 0x1, 0x3, 0x5

@@ -9,6 +9,9 @@ import tempfile
 
 from m0test import REPO, build_dir, check, eq
 
+# Every test here reads the tree's layout, the same whatever the sanitizer: the plain variant only (run.py, D235).
+ONCE = True
+
 CHECK = os.path.join(REPO, "contrib", "layers-check")
 
 

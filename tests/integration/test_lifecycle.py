@@ -13,6 +13,9 @@ import time
 import m0test
 from m0test import Server, build_dir, check, eq
 
+# ThreadSanitizer runs this module (loops, the barrier, the drain): run.py, D235.
+THREADED = True
+
 MAKE_FIX = "the app could not build its handler; no loop accepted"
 
 

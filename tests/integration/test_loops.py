@@ -8,6 +8,9 @@ import re
 import m0test
 from m0test import Server, check, eq
 
+# ThreadSanitizer runs this module (N loops): run.py, D235.
+THREADED = True
+
 
 def _spread(threads, nconns, env=None):
     """Open nconns keep-alive connections one after another, each asking /instance once and

@@ -19,6 +19,9 @@ from promtest import Prometheus, openmetrics_parse, promtool_check
 from test_reject import CASES as REJECT_CASES
 from test_smuggling import GROUPS as SMUGGLING_GROUPS
 
+# ThreadSanitizer runs this module (the metrics thread): run.py, D235.
+THREADED = True
+
 METRICS_SOCKETS = ("tcp", ("tcp", "metrics"))
 OM_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 TEXT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -566,3 +569,4 @@ def test_O1_a_real_prometheus_scrapes_it():
 
 
 test_O1_a_real_prometheus_scrapes_it.timeout = 120
+test_O1_a_real_prometheus_scrapes_it.once = True  # a Prometheus server: the plain variant only (run.py, D235)

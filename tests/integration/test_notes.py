@@ -22,6 +22,9 @@ from notes_util import (ADMIN_PW, CLEARED, COOKIE_RX, FAILED, FULL, LOG,
                         json_answer, key, list_json, login, mac, make_hash, note_body, note_json,
                         session, start, unauthorized)
 
+# ThreadSanitizer runs this module (the pool's SQLite): run.py, D235.
+THREADED = True
+
 
 def refusal(environ, args=()):
     """Run notes to its refusal: (exit status, the one `m0: ` line)."""

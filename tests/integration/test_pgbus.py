@@ -14,6 +14,9 @@ import time
 from m0test import check, eq, run_app, tool
 from pgtest import Driver, Postgres
 
+# ThreadSanitizer runs this module (the PostgreSQL bus thread): run.py, D235.
+THREADED = True
+
 HEAVY = os.environ.get("M0_HEAVY") == "1"
 RETAIN_LOCK = 468963194226  # M0__PGBUS_LOCK_RETAIN
 TERMINATED = "FATAL: terminating connection due to administrator command"

@@ -18,6 +18,9 @@ from promtest import promtool_check
 from test_channels import follow  # a stream of /follow?channels=, its first bytes read
 from test_metrics import TEXT_TYPE, samples, scrape, until, value
 
+# ThreadSanitizer runs this module (the PostgreSQL bus thread): run.py, D235.
+THREADED = True
+
 HEAVY = os.environ.get("M0_HEAVY") == "1"
 # No beats (the producer's first step fails and it stops), no heartbeats, POST /publish on.
 QUIET = {"M0_HOSTCHECK_STEP_FAILS_AT": 1, "M0_SSE_HEARTBEAT_MS": 0, "M0_HOSTCHECK_PUBLISH": 1}

@@ -7,6 +7,9 @@ import time
 
 from m0test import OPEN_BLOCKS, SSEReader, Server, check, eq, open_stream
 
+# ThreadSanitizer runs this module (the pool): run.py, D235.
+THREADED = True
+
 JOB_MS = 300
 
 

@@ -6,6 +6,9 @@ import re
 import m0test
 from m0test import SSEReader, Server, check, eq, open_stream
 
+# ThreadSanitizer runs this module (the producer): run.py, D235.
+THREADED = True
+
 
 def test_S2_failing_step_stops_the_producer_serving_goes_on():
     env = {"M0_HOSTCHECK_PERIOD_MS": "20", "M0_HOSTCHECK_STEP_FAILS_AT": "4"}

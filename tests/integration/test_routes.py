@@ -714,6 +714,7 @@ def test_H7_ab_keep_alive_completes():
 
 
 test_H7_ab_keep_alive_completes.timeout = 180
+test_H7_ab_keep_alive_completes.once = True  # a load tool: the plain variant only (run.py, D235)
 
 
 def test_H7_ab_keep_alive_with_the_default_cap():

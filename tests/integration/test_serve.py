@@ -9,6 +9,9 @@ import time
 import m0test
 from m0test import Server, check, eq
 
+# ThreadSanitizer runs this module (the serve sequence's threads): run.py, D235.
+THREADED = True
+
 def test_L1_ready_status_names_loops_and_socket():
     with Server("host_check", env={"M0_THREADS": 2}) as s:
         d = s.wait_ready(10)

@@ -301,6 +301,9 @@ def test_H2_slowloris_1000_trickling_connections():
             k.close()
 
 
+test_H2_slowloris_1000_trickling_connections.once = True  # a thousand connections against a time bound: the plain variant only (run.py, D235)
+
+
 # ---- the connection cap (H2) ----
 
 

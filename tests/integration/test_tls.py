@@ -22,6 +22,9 @@ import time
 from m0test import Conn, Server, check, eq, free_port, run_app, tool
 from test_metrics import samples, scrape, value
 
+# ThreadSanitizer runs this module (one TLS context for every loop, its reload): run.py, D235.
+THREADED = True
+
 
 def _openssl(*args):
     subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)

@@ -21,6 +21,9 @@ import time
 
 from m0test import Server, SSEReader, check, eq, kill_during, open_stream, run_app, tool
 
+# ThreadSanitizer runs this module (the pool's SQLite): run.py, D235.
+THREADED = True
+
 JSON = "application/json"
 PROBLEM = "application/problem+json"
 
@@ -600,6 +603,7 @@ def test_A7_acknowledged_todos_survive_kill_9():
 
 
 test_A7_acknowledged_todos_survive_kill_9.timeout = 240
+test_A7_acknowledged_todos_survive_kill_9.once = True  # kill -9 in a loop: the plain variant only (run.py, D235)
 
 
 # ---- load ----
@@ -621,6 +625,7 @@ def test_A7_ab_keep_alive():
 
 
 test_A7_ab_keep_alive.timeout = 120
+test_A7_ab_keep_alive.once = True  # a load tool: the plain variant only (run.py, D235)
 
 
 # ---- compressed answers (SF4) ----
@@ -733,3 +738,4 @@ def test_SF1_the_page_in_chromium():
 
 # run.py runs it alone: a browser takes both cores for a while.
 test_SF1_the_page_in_chromium.serial = True
+test_SF1_the_page_in_chromium.once = True  # a browser: the plain variant only (run.py, D235)

@@ -120,6 +120,9 @@ def test_A7_tutorial_programs_build_and_answer():
         check(os.path.exists(os.path.join(work, "sessions.db")), "the sessions step's database")
 
 
+test_A7_tutorial_programs_build_and_answer.once = True  # a compiler: the plain variant only (run.py, D235)
+
+
 # four builds, a `make install` and step 5's six Argon2 hashes (64 MiB each): over a second each
 # on a loaded machine
 test_A7_tutorial_programs_build_and_answer.timeout = 240

@@ -9,6 +9,9 @@ import time
 
 from m0test import Server, check, eq
 
+# ThreadSanitizer runs this module (the watchdog's view of the loops): run.py, D235.
+THREADED = True
+
 USEC = 400000  # half interval 200 ms; loops beat every 100 ms
 
 

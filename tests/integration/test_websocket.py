@@ -17,6 +17,9 @@ from m0test import Server, check, eq
 from wstest import (BINARY, CLOSE, CONT, PING, PONG, SAMPLE_KEY, TEXT, RawWs, close_payload,
                     frame, websockets)
 
+# ThreadSanitizer runs this module (sends from any thread): run.py, D235.
+THREADED = True
+
 
 def _raw(s, path="/echo", **kw):
     ws = RawWs(s.tcp_addr, **kw)
