@@ -652,7 +652,7 @@ typedef int (*m0_parallel_fn)(size_t i, void *ctx);
  */
 M0_EXPORT int m0_parallel_for(size_t n, m0_parallel_fn body, void *ctx);
 
-/** The library's version string ("0.1.0"). */
+/** The library's version string ("0.2.0"). */
 M0_EXPORT const char *m0_version(void);
 
 #ifdef __cplusplus

@@ -40,11 +40,11 @@ nspawn_build_debs() {
 	fi
 }
 
-# nspawn_copy_debs FROM TO: libm0-0, libm0-dev, m0 and m0-bus-postgresql from FROM into TO.
+# nspawn_copy_debs FROM TO: libm0-1, libm0-dev, m0 and m0-bus-postgresql from FROM into TO.
 nspawn_copy_debs() {
 	local p f
 	mkdir -p "$2"
-	for p in libm0-0 libm0-dev m0 m0-bus-postgresql; do
+	for p in libm0-1 libm0-dev m0 m0-bus-postgresql; do
 		f=$(find "$1" -maxdepth 1 -name "${p}_*.deb" | head -n1)
 		if [ -z "$f" ]; then
 			nspawn_error="no ${p}_*.deb in $1"
