@@ -157,7 +157,7 @@ def test_AP3_hello_builds_against_the_build_tree():
             eq((r.status, r.body), (200, b"hello\n"), "GET /")
             with open(f"/proc/{s.pid}/maps", encoding="utf-8") as f:
                 libs = {line.split()[-1] for line in f if "libm0.so" in line}
-            eq(libs, {os.path.realpath(os.path.join(build, ".libs", "libm0.so.0.0.0"))},
+            eq(libs, {os.path.realpath(os.path.join(build, ".libs", "libm0.so.1.0.0"))},
                "the libm0 it mapped")
             eq(s.stop(), 0, "the exit after SIGTERM")
         finally:
