@@ -6,13 +6,15 @@ stored in SQLite and published on the room's channel; a room followed by WebSock
 reconnect with last_event_id that gets what it missed none twice; an event stream's hole past
 what the bus keeps backfilled from SQLite (AP2); CORS with credentials for M0_ROOMS_ORIGINS,
 which are also the origins its WebSockets take; every refusal problem+json (400, 401, 404, 413,
-415); the knobs' refusals (78)."""
+415); the knobs' refusals (78); SIGTERM's 1001, and the sessions and rooms kept in the state
+directory across a restart."""
 
 import asyncio
 import json
 import os
 import re
 import shutil
+import signal
 import sqlite3
 import tempfile
 
@@ -27,12 +29,14 @@ TITLES = {400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 413: "Conte
 
 
 class Rooms:
-    """A rooms app on a database in a temporary directory, removed after."""
+    """A rooms app on a database in a temporary directory (`state`: a StateDirectory to keep),
+    removed after unless it was given."""
 
-    def __init__(self, **env):
-        self.dir = tempfile.mkdtemp(prefix="m0rooms-")
+    def __init__(self, state=None, **env):
+        self.keep = state is not None
+        self.dir = state or tempfile.mkdtemp(prefix="m0rooms-")
         self.db = os.path.join(self.dir, "rooms.db")
-        self.s = Server("rooms", env={"M0_ROOMS_DB": self.db, **env})
+        self.s = Server("rooms", env={"STATE_DIRECTORY": self.dir, **env})
 
     def __enter__(self):
         self.s.wait_ready()
@@ -42,7 +46,8 @@ class Rooms:
         try:
             self.s.cleanup()
         finally:
-            shutil.rmtree(self.dir, ignore_errors=True)
+            if not self.keep:
+                shutil.rmtree(self.dir, ignore_errors=True)
         return False
 
     @property
@@ -405,3 +410,45 @@ def test_WS6_knobs_refused():
         check(f"rooms in {db}" in out + err, f"the doctor: {(out + err)[-400:]}")
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_WS6_sigterm_closes_1001_and_the_rooms_survive():
+    """SIGTERM closes a room's WebSocket 1001 and exits 0 (WS4); started again on the same
+    state directory ($STATE_DIRECTORY/rooms.db), the session and the history are there, and a
+    WebSocket resumed with the last id it saw gets what was posted since, none twice."""
+    state = tempfile.mkdtemp(prefix="m0rooms-")
+    try:
+        with Rooms(state) as a:
+            ada = a.login("ada")
+            m1, e1 = a.post(ada, "lobby", "before the stop")
+
+            async def stop():
+                async with websockets.connect(f"{a.base}/rooms/lobby/ws?last_event_id={e1 - 1}",
+                                              extra_headers={"Cookie": f"rooms_session={ada}"}) as ws:
+                    eq(json.loads(await ws.recv()), bus_message(e1, "lobby", m1), "replayed")
+                    a.s.send_signal(signal.SIGTERM)
+                    try:
+                        await ws.recv()
+                        raise AssertionError("no close at the drain")
+                    except websockets.ConnectionClosed as e:
+                        eq(e.rcvd.code, 1001, "the drain's close")
+
+            asyncio.run(stop())
+            eq(a.s.wait_exit(10), 0, "the exit status")
+        check(os.path.exists(os.path.join(state, "rooms.db")), "the database in STATE_DIRECTORY")
+        with Rooms(state) as a:
+            m2, e2 = a.post(ada, "lobby", "after the restart")
+            eq(m2["id"], m1["id"] + 1, "the session and the ids survived")
+            r = a.call("GET", "/rooms/lobby/messages", cookie=ada)
+            eq(json.loads(r.body)["messages"], [m1, m2], "the history survived")
+
+            async def resume():
+                async with websockets.connect(f"{a.base}/rooms/lobby/ws?last_event_id={e1}",
+                                              extra_headers={"Cookie": f"rooms_session={ada}"}) as ws:
+                    eq(json.loads(await ws.recv()), bus_message(e2, "lobby", m2), "only the new one")
+                    m3, e3 = a.post(ada, "lobby", "live")
+                    eq(json.loads(await ws.recv()), bus_message(e3, "lobby", m3), "then live")
+
+            asyncio.run(resume())
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
