@@ -25,7 +25,7 @@ JSON = "application/json"
 FORM = "application/x-www-form-urlencoded"
 PROBLEM = "application/problem+json"
 TITLES = {400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 413: "Content Too Large",
-          415: "Unsupported Media Type"}
+          415: "Unsupported Media Type", 503: "Service Unavailable", 507: "Insufficient Storage"}
 
 
 class Rooms:
@@ -452,3 +452,24 @@ def test_WS6_sigterm_closes_1001_and_the_rooms_survive():
             asyncio.run(resume())
     finally:
         shutil.rmtree(state, ignore_errors=True)
+
+
+def test_WS6_bounds():
+    """M0_ROOMS_MAX_SESSIONS: a login past it is 503 until a logout makes room;
+    M0_ROOMS_MAX_ROOMS: a first message in one room more is 507 and stores nothing;
+    M0_ROOMS_KEEP: a room keeps its newest messages, the oldest go."""
+    with Rooms(M0_ROOMS_MAX_SESSIONS="1", M0_ROOMS_MAX_ROOMS="1", M0_ROOMS_KEEP="2") as a:
+        ada = a.login("ada")
+        r = a.call("POST", "/login", b"name=bob", ctype=FORM)
+        expect_problem(r, 503, "M0_ROOMS_MAX_SESSIONS sessions are open: try later",
+                       "a second session")
+        eq(r.header("Set-Cookie"), None, "no cookie with the 503")
+        msgs = [a.post(ada, "lobby", f"m{i}")[0] for i in range(3)]
+        r = a.call("GET", "/rooms/lobby/messages", cookie=ada)
+        eq(json.loads(r.body)["messages"], msgs[1:], "the newest two kept")
+        expect_problem(a.call("POST", "/rooms/other/messages", {"text": "x"}, cookie=ada), 507,
+                       "M0_ROOMS_MAX_ROOMS rooms exist: post in one of them", "a second room")
+        eq(json.loads(a.call("GET", "/rooms/other/messages", cookie=ada).body)["messages"], [],
+           "nothing stored in it")
+        eq(a.call("POST", "/logout", cookie=ada).status, 204, "logout")
+        a.login("bob")
