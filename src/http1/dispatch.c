@@ -334,6 +334,9 @@ static void upgrade(struct m0_conn *c, m0_req *req, m0_res *res)
         struct m0_hctx *l = c->loop;
         size_t mark = l->wbuf.len;
         res->upgrade.begin(c, req, res);
+        /* the protocol read the request too (a WebSocket's last_event_id indexes its query):
+         * the loop's next request must not find that index, as after a handler (route.c) */
+        m0__req_end(req);
         if (l->observe || l->host->cfg.access_log == M0_ACCESS_LINE)
                 note(c, M0_ANSWER_HANDLER, req, c->upgraded ? 101 : 500, l->wbuf.len - mark, 0,
                      false);

@@ -3,11 +3,11 @@
 page's own `cc … $(pkg-config …)` line against this build installed in a temporary root, with
 no warning; each is started with the page's own command line (as systemd would, on a passed
 socket) and every `$ curl` of its transcripts prints exactly what the page shows (step 5's
-logins and sessions too, AP1); and every excerpt of apps/todo.c on the page is in apps/todo.c
-as written.
+logins and sessions too, AP1, and step 6's rooms, built from apps/rooms.c, WS6); and every
+excerpt of apps/todo.c and apps/rooms.c on the page is in that file as written.
 
 The page's fences: ```c NAME (a program, written to NAME; several blocks of one NAME are
-joined), ```c apps/todo.c (an excerpt), ```sh (`$ cc` lines build, `$ [VAR=value …] ./NAME
+joined), ```c apps/todo.c or ```c apps/rooms.c (an excerpt), ```sh (`$ cc` lines build, `$ [VAR=value …] ./NAME
 [args] &` starts), ```console NAME (commands run against NAME, each followed by its output)."""
 
 import os
@@ -45,6 +45,17 @@ def test_A7_tutorial_excerpts_are_the_app():
     check(len(excerpts) >= 4, f"{len(excerpts)} excerpts of apps/todo.c")
     for text in excerpts:
         check(text in source, f"not in apps/todo.c as the tutorial shows it:\n{text}")
+
+
+def test_WS6_tutorial_excerpts_are_rooms():
+    """Step 6's excerpts of apps/rooms.c are in apps/rooms.c as written (SPEC WS6); its build
+    and transcript run in test_A7_tutorial_programs_build_and_answer."""
+    with open(os.path.join(REPO, "apps", "rooms.c"), encoding="utf-8") as f:
+        source = f.read()
+    excerpts = [text for lang, name, text in blocks() if lang == "c" and name == "apps/rooms.c"]
+    check(len(excerpts) >= 4, f"{len(excerpts)} excerpts of apps/rooms.c")
+    for text in excerpts:
+        check(text in source, f"not in apps/rooms.c as the tutorial shows it:\n{text}")
 
 
 def install(root):
@@ -114,16 +125,17 @@ def test_A7_tutorial_programs_build_and_answer():
                 eq(s.stop(), 0, f"{name}: the exit after SIGTERM")
             finally:
                 s.cleanup()
-        eq(sorted(runs), ["hello", "sessions", "todo", "todo-mem"], "programs started")
-        eq((len(built), transcripts), (4, 4), "builds and transcripts")
+        eq(sorted(runs), ["hello", "rooms", "sessions", "todo", "todo-mem"], "programs started")
+        eq((len(built), transcripts), (5, 5), "builds and transcripts")
         check(os.path.exists(os.path.join(work, "todo.db")), "the todo step's database")
         check(os.path.exists(os.path.join(work, "sessions.db")), "the sessions step's database")
+        check(os.path.exists(os.path.join(work, "rooms.db")), "the rooms step's database")
 
 
 test_A7_tutorial_programs_build_and_answer.once = True  # a compiler: the plain variant only (run.py, D235)
 
 
-# four builds, a `make install` and step 5's six Argon2 hashes (64 MiB each): over a second each
+# five builds, a `make install` and step 5's six Argon2 hashes (64 MiB each): over a second each
 # on a loaded machine
 test_A7_tutorial_programs_build_and_answer.timeout = 240
 

@@ -427,6 +427,25 @@ def test_WS2_counter_ws_proof():
         eq(s.wait_exit(6), 0, "exit status")
 
 
+def test_WS2_next_request_reads_its_own_query():
+    """A WebSocket resumed by its query's last_event_id leaves nothing of that query to the
+    loop's next request: a POST /increment?counter=b beside it increments b (the index the
+    upgrade made of ?counter=a&last_event_id=… was once read by the next request)."""
+    async def run(s):
+        base = f"ws://{s.tcp_addr[0]}:{s.tcp_addr[1]}"
+        first = _post(s, "/increment?counter=a")
+        async with websockets.connect(f"{base}/ws?counter=a&last_event_id={first}"):
+            _post(s, "/increment?counter=b")
+            c = s.connect()
+            r = c.exchange("GET", "/")
+            c.close()
+            eq(r.body, b'{"a":1,"b":1}\n', "each request's own query")
+
+    with Server("counter") as s:  # one loop: the WebSocket's and the POST's
+        s.wait_ready()
+        asyncio.run(run(s))
+
+
 def test_WS2_gap_before_the_kept_events():
     with Server("ws_check", env={"M0_REPLAY_PER_CHANNEL": 2}) as s:
         s.wait_ready()
