@@ -946,6 +946,101 @@ def test_HT4_ping_flood_and_idle_connection():
         eq(s.stop(), 0, "exit status")
 
 
+def test_HT4_settings_flood_and_too_many_entries():
+    """A SETTINGS flood (CVE-2019-9515): 20000 SETTINGS frames in one write ask for more
+    acknowledgements than m0 queues (1000): GOAWAY ENHANCE_YOUR_CALM. A SETTINGS frame of 33
+    entries, past the 32 m0 works through: the same; 32 entries are taken and acknowledged. A
+    new connection is served after each (HT4)."""
+    with Server("host_check", env={"M0_THREADS": 1}) as s:
+        s.wait_ready()
+        h = H2(s.port)
+        try:  # every read of them asks for thousands of ACKs
+            h.send(SettingsFrame(0).serialize() * 20000)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        expect_goaway(h, ENHANCE_YOUR_CALM, "a SETTINGS flood")
+        h.close()
+        entry = struct.pack(">HI", SettingsFrame.MAX_CONCURRENT_STREAMS, 100)
+        h = H2(s.port)
+        h.send(raw_frame(4, 0, 0, entry * 33))
+        expect_goaway(h, ENHANCE_YOUR_CALM, "a SETTINGS frame of 33 entries")
+        h.close()
+        h = H2(s.port)
+        h.send(raw_frame(4, 0, 0, entry * 32))
+        h.request(1, "GET", "/health")
+        eq(h.response(1)[2], b"ok\n", "a new connection, 32 entries in a SETTINGS")
+        acks = [f for f in h.got if isinstance(f, SettingsFrame) and "ACK" in f.flags]
+        eq(len(acks), 2, "m0's acknowledgements: of the first SETTINGS and of the 32 entries")
+        h.close()
+        eq(s.stop(), 0, "exit status")
+
+
+def tcp_state(sock):
+    """The socket's TCP state (struct tcp_info's first byte): 1 established, 7 closed (a reset
+    came), 8 close-wait (the peer's FIN came)."""
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0]
+
+
+def test_HT4_ping_and_settings_floods_from_a_client_that_never_reads():
+    """A client that stops reading: it opens its windows wide, posts 12 MB to /echo and reads
+    nothing past the answer's first DATA, so m0's answer fills the socket and m0's output
+    waits; then it sends PINGs (then, on another connection, SETTINGS) 10 to a write, too few
+    to a read for a burst to pass the bound by itself. Their acknowledgements queue inside
+    m0 up to the bound (1000), the session ends with a GOAWAY the client never reads, m0 reads
+    no more of it, and the connection is closed by the write stall bound (M0_IDLE_TIMEOUT_MS,
+    1 s) while the client still sends. m0's memory stays bounded meanwhile (its RSS grows by
+    less than 16 MiB during the flood, unsanitized), and a new connection is served (HT4,
+    D225)."""
+    from test_channels import rss_kib, sanitized
+
+    env = {"M0_THREADS": 1, "M0_IDLE_TIMEOUT_MS": 1000, "M0_LINGER_MS": 100,
+           "M0_MAX_BODY_BYTES": 16 << 20}
+    body = b"e" * (12 << 20)
+    with Server("host_check", env=env) as s:
+        s.wait_ready()
+        for what, frame in (("PING", PingFrame(0, opaque_data=b"87654321").serialize()),
+                            ("SETTINGS", SettingsFrame(0).serialize())):
+            h = H2(s.port, settings={SettingsFrame.INITIAL_WINDOW_SIZE: (1 << 31) - 1})
+            h.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            h.send(WindowUpdateFrame(0, window_increment=(1 << 31) - 1 - 65535).serialize())
+            upload(h, 1, "/echo", body)
+            while not any(isinstance(f, DataFrame) and f.stream_id == 1 for f in h.got):
+                check(h.next() is not None, f"{what}: no answer to the upload")
+            rss0 = rss_kib(s.pid)  # the last frame the client reads is that DATA
+            k = h.sock
+            k.setblocking(False)
+            t0, ended, sent, pending = time.monotonic(), None, 0, b""
+            while time.monotonic() - t0 < 10:
+                if tcp_state(k) != 1:
+                    ended = time.monotonic() - t0
+                    break
+                if not pending:
+                    pending = frame * 10
+                try:
+                    n = k.send(pending)
+                    pending, sent = pending[n:], sent + n
+                except BlockingIOError:
+                    time.sleep(0.01)  # m0 reads no more
+                except (BrokenPipeError, ConnectionResetError):
+                    ended = time.monotonic() - t0
+                    break
+                time.sleep(0.001)
+            grew = rss_kib(s.pid) - rss0
+            h.close()
+            frames = sent // len(frame)
+            check(ended is not None, f"{what}: the connection still open after 10 s, "
+                  f"{frames} frames sent")
+            check(1.0 <= ended < 6, f"{what}: closed after {ended:.2f}s, {frames} frames sent")
+            check(frames > 1000, f"{what}: only {frames} frames sent")
+            if not sanitized(s.pid):
+                check(grew < 16384, f"{what}: m0's RSS grew by {grew} KiB")
+        h = H2(s.port)
+        h.request(1, "GET", "/health")
+        eq(h.response(1)[2], b"ok\n", "a new connection is served")
+        h.close()
+        eq(s.stop(), 0, "exit status")
+
+
 def upload(h, sid, path, body):
     """POST `body` on stream `sid`, sending DATA as far as m0's windows allow and reading its
     WINDOW_UPDATEs (RFC 9113 6.9): {stream id: the increments it gave}."""
