@@ -667,8 +667,10 @@ def test_TL7_pipelining_large_and_chunked_bodies_over_tls():
 
 def test_TL7_hsts_and_the_servers_suite_order():
     """An app's answer over TLS carries Strict-Transport-Security for M0_TLS_HSTS_S (two years
-    by default), the same answer over plain HTTP none, and 0 sends none; the server's suite order
-    gives AES-128-GCM to a client that lists AES-256-GCM first, in TLS 1.3 and 1.2 (D145)."""
+    by default), the same answer over plain HTTP none, and 0 sends none; it carries
+    X-Content-Type-Options: nosniff over TLS whatever M0_TLS_HSTS_S says, and none over plain
+    HTTP (D226); the server's suite order gives AES-128-GCM to a client that lists AES-256-GCM
+    first, in TLS 1.3 and 1.2 (D145)."""
     c = Certs()
     try:
         for env, want in (({}, "max-age=63072000"), ({"M0_TLS_HSTS_S": "600"}, "max-age=600"),
@@ -676,12 +678,16 @@ def test_TL7_hsts_and_the_servers_suite_order():
             with _serving(c, env=env) as s:
                 s.wait_ready()
                 conn = _tls(_https_addr(s), _ctx(c.ca))
-                eq(_get_ok(conn, "GET over TLS").header_all("Strict-Transport-Security"),
-                   [want] if want else [], f"HSTS over TLS with {env}")
+                r = _get_ok(conn, "GET over TLS")
+                eq(r.header_all("Strict-Transport-Security"), [want] if want else [],
+                   f"HSTS over TLS with {env}")
+                eq(r.header_all("X-Content-Type-Options"), ["nosniff"],
+                   f"nosniff over TLS with {env}")
                 conn.close()
                 plain = Conn.tcp(s.tcp_addr)
-                eq(_get_ok(plain, "plain GET").header_all("Strict-Transport-Security"), [],
-                   "HSTS over plain HTTP")
+                r = _get_ok(plain, "plain GET")
+                eq(r.header_all("Strict-Transport-Security"), [], "HSTS over plain HTTP")
+                eq(r.header_all("X-Content-Type-Options"), [], "nosniff over plain HTTP")
                 plain.close()
                 if not env:
                     v13 = _ctx(c.ca, ssl.TLSVersion.TLSv1_3)
@@ -696,3 +702,4 @@ def test_TL7_hsts_and_the_servers_suite_order():
                 eq(s.stop(), 0, "exit status")
     finally:
         c.close()
+
