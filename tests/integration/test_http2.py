@@ -4,6 +4,7 @@ clients; the same routes, bounds, CORS and error format as HTTP/1.1 (HT2); the d
 (HT5); the defences (HT4); and raw frames, built with Debian's python3-h2 packages (hyperframe,
 hpack), each case citing the section of RFC 9113 it checks (HT6)."""
 
+import collections
 import os
 import re
 import signal
@@ -532,6 +533,50 @@ def test_HT3_hundred_event_streams_on_one_connection():
 
 
 test_HT3_hundred_event_streams_on_one_connection.serial = True
+
+
+def test_HT3_hundred_event_sources_in_chromium_on_one_connection():
+    """The browser's proof (HT3): headless Chromium loads counter's page over https (h2 by
+    ALPN), opens 100 EventSources to its /events, asks GET / and POST /increment with fetch()
+    while all 100 are open, and every one of the 100 receives event 1 with its exact data. The
+    DevTools protocol reports each response (the page, 100 streams, the two fetches, the
+    browser's favicon) over h2 on one connection, and m0 counts every request it answered as
+    HTTP/2: the six-connection limit of HTTP/1.1 is gone. (Chromium opened a second TLS
+    connection to m0 in the runs here, which the DevTools protocol names for no response.)
+    M0_H2_MAX_STREAMS is 200 so that the fetches fit beside the 100 open streams (at the default
+    100 the browser would queue them until a stream ends)."""
+    from test_metrics import samples, scrape, total
+    from test_tls import Certs, _counter_tls, _https_addr, chromium_page, response_counts
+
+    c = Certs()
+    try:
+        mport = free_port()
+        env = {"M0_THREADS": 1, "M0_H2_MAX_STREAMS": 200, "M0_METRICS": f"127.0.0.1:{mport}"}
+        with _counter_tls(c, env) as s:
+            s.wait_ready()
+            origin = f"https://a.test:{_https_addr(s)[1]}"
+            page, responses = chromium_page(c, s, 100)
+            eq(page, {"origin": origin, "index": [200, "{}\n"], "post": [204, "1"], "open": 100,
+                      "events": [["1", '{"counter":"default","value":1}']] * 100},
+               "what the page saw")
+            eq(response_counts(responses),
+               [((origin + "/", 200, "h2"), 2), ((origin + "/events", 200, "h2"), 100),
+                ((origin + "/increment", 204, "h2"), 1)], "the responses Chromium reported")
+            conns = collections.Counter(r["connectionId"] for r in responses)
+            eq(len(conns), 1, f"the connections Chromium used, with their responses: {conns}")
+            st, _, body = scrape(("127.0.0.1", mport))
+            eq(st, 200, "GET /metrics")
+            smp = samples(body)
+            h2, every = total(smp, "m0_http2_requests_total"), total(smp, "m0_requests_total")
+            eq(h2, every, "m0's requests over h2, of all it answered")
+            check(every in (103, 104), f"m0 answered {every} requests (103, and the favicon)")
+            eq(s.stop(), 0, "exit status")
+    finally:
+        c.close()
+
+
+# run.py runs it alone: a browser takes both cores for a while.
+test_HT3_hundred_event_sources_in_chromium_on_one_connection.serial = True
 
 
 def test_HT3_replay_heartbeats_and_the_drain():

@@ -8,6 +8,9 @@ handshakes, reloads on SIGHUP, and carries streams and the drain (close_notify).
 certificate is made here, with the openssl command, in a temporary directory; the clients are
 Python's ssl, curl and openssl s_client."""
 
+import base64
+import collections
+import hashlib
 import json
 import os
 import re
@@ -40,9 +43,9 @@ class Certs:
     def path(self, name):
         return os.path.join(self.dir, name)
 
-    def leaf(self, name, cn, days=60, curve="P-256", rsa=False):
-        """name.crt and name.key: an ECDSA leaf (RSA 2048 when rsa) for cn (and DNS:cn) the CA
-        issued."""
+    def leaf(self, name, cn, days=60, curve="P-256", rsa=False, ip=False):
+        """name.crt and name.key: an ECDSA leaf (RSA 2048 when rsa) for cn (and DNS:cn, and
+        IP:127.0.0.1 when ip) the CA issued."""
         key, csr, crt = self.path(name + ".key"), self.path(name + ".csr"), self.path(name + ".crt")
         kind = ["rsa", "-pkeyopt", "rsa_keygen_bits:2048"] if rsa else [
             "ec", "-pkeyopt", f"ec_paramgen_curve:{curve}"]
@@ -50,7 +53,8 @@ class Certs:
                  "-nodes", "-subj", f"/CN={cn}", "-keyout", key, "-out", csr)
         ext = self.path(name + ".ext")
         with open(ext, "w") as f:
-            f.write(f"subjectAltName=DNS:{cn}\nbasicConstraints=critical,CA:FALSE\n")
+            f.write(f"subjectAltName=DNS:{cn}{',IP:127.0.0.1' if ip else ''}\n"
+                    "basicConstraints=critical,CA:FALSE\n")
         _openssl("x509", "-req", "-in", csr, "-CA", self.ca, "-CAkey", self.ca_key,
                  "-CAcreateserial", "-days", str(days), "-extfile", ext, "-out", crt)
         return crt, key
@@ -702,4 +706,186 @@ def test_TL7_hsts_and_the_servers_suite_order():
                 eq(s.stop(), 0, "exit status")
     finally:
         c.close()
+
+
+# ---- real clients (TL8): Node and Chromium ----
+
+# Node: its https module trusting the test CA by the `ca:` option (a.test named by SNI on a
+# connection to 127.0.0.1), and its fetch trusting it through NODE_EXTRA_CA_CERTS (the leaf
+# names 127.0.0.1 too): counter's page, an event stream on each, the POST whose event both read.
+# Prints one JSON line: what each got, in order.
+NODE_TLS = r"""
+const https = require('https');
+const fs = require('fs');
+const [port, caFile] = process.argv.slice(1);
+const ca = fs.readFileSync(caFile);
+const base = `https://127.0.0.1:${port}`;
+const opts = (path, method = 'GET') => ({ host: '127.0.0.1', port: Number(port), servername: 'a.test',
+  ca, path, method, headers: { host: `a.test:${port}` } });
+const fail = (e) => { console.error(e); process.exit(1); };
+const get = (path) => new Promise((resolve, reject) => {
+  const req = https.request(opts(path), (res) => {
+    const version = res.socket.getProtocol();
+    let body = '';
+    res.setEncoding('utf8');
+    res.on('data', (d) => { body += d; });
+    res.on('end', () => resolve([res.statusCode, body, version]));
+  });
+  req.on('error', reject);
+  req.end();
+});
+// An event stream by the https module: resolves `open` at its first bytes, `event` once the
+// bytes hold a whole event after them.
+const httpsStream = () => {
+  let onOpen, onEvent, bytes = '', head;
+  const open = new Promise((r) => { onOpen = r; });
+  const event = new Promise((r) => { onEvent = r; });
+  const req = https.request(opts('/events'), (res) => {
+    head = [res.statusCode, res.headers['content-type']];
+    res.setEncoding('utf8');
+    res.on('data', (d) => {
+      bytes += d;
+      if (bytes.includes('\n\n')) onOpen();
+      if (bytes.includes('id: ')) {
+        if (bytes.endsWith('\n\n')) { onEvent([...head, bytes]); req.destroy(); }
+      }
+    });
+  });
+  req.on('error', (e) => { if (!req.destroyed) fail(e); });
+  req.end();
+  return { open, event };
+};
+const fetchStream = async () => {
+  const res = await fetch(`${base}/events`);
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  let bytes = '', onOpen;
+  const open = new Promise((r) => { onOpen = r; });
+  const event = (async () => {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return [res.status, res.headers.get('content-type'), bytes + '<end>'];
+      bytes += dec.decode(value, { stream: true });
+      if (bytes.includes('\n\n')) onOpen();
+      if (bytes.includes('id: ') && bytes.endsWith('\n\n')) {
+        reader.cancel();
+        return [res.status, res.headers.get('content-type'), bytes];
+      }
+    }
+  })();
+  return { open, event };
+};
+(async () => {
+  const index = await get('/');
+  const r = await fetch(`${base}/`);
+  const fetched = [r.status, await r.text()];
+  const a = httpsStream();
+  const b = await fetchStream();
+  await a.open;
+  await b.open;
+  const post = await fetch(`${base}/increment`, { method: 'POST' });
+  const posted = [post.status, post.headers.get('x-event-id'), await post.text()];
+  console.log(JSON.stringify({ index, fetched, posted, https: await a.event, fetch: await b.event }));
+  process.exit(0);
+})().catch(fail);
+"""
+
+
+def _counter_tls(c, env=None):
+    """counter with a plain socket named http and a TLS one named https: a.test's pair, its
+    leaf naming 127.0.0.1 too; no heartbeats, so a stream's bytes are its events."""
+    crt, key = c.leaf("a", "a.test", ip=True)
+    return Server("counter", env={"M0_TLS_CERT": crt, "M0_TLS_KEY": key,
+                                  "M0_SSE_HEARTBEAT_MS": 0, **(env or {})},
+                  sockets=[("tcp", "http"), ("tcp", "https")], state_dir=True)
+
+
+OPEN = ": open\n\nretry: 2000\n\n"  # a stream's first bytes (S1, H9)
+EVENT1 = 'id: 1\nevent: value\ndata: {"counter":"default","value":1}\n\n'
+
+
+def test_TL8_node_https_and_fetch_read_an_event_stream():
+    """Node over TLS (TL8): its https module trusting the test CA by `ca:` and its fetch by
+    NODE_EXTRA_CA_CERTS each get counter's page (200 `{}`) over TLS 1.3, each hold an event
+    stream, and both streams get exactly `: open`, then event 1, the one a POST by fetch made
+    (204, x-event-id 1)."""
+    c = Certs()
+    try:
+        with _counter_tls(c) as s:
+            s.wait_ready()
+            port = _https_addr(s)[1]
+            p = subprocess.run([tool("node", "nodejs"), "-e", NODE_TLS, str(port), c.ca],
+                               capture_output=True, text=True, timeout=60,
+                               env={**os.environ, "NODE_EXTRA_CA_CERTS": c.ca})
+            eq(p.returncode, 0, f"node: {p.stdout} {p.stderr[-2000:]}")
+            got = json.loads(p.stdout.strip().splitlines()[-1])
+            eq(got, {"index": [200, "{}\n", "TLSv1.3"], "fetched": [200, "{}\n"],
+                     "posted": [204, "1", ""],
+                     "https": [200, "text/event-stream", OPEN + EVENT1],
+                     "fetch": [200, "text/event-stream", OPEN + EVENT1]}, "what node got")
+            eq(s.stop(), 0, "exit status")
+    finally:
+        c.close()
+
+
+def spki_sha256(crt):
+    """The base64 SHA-256 of the certificate's public key (its DER SubjectPublicKeyInfo), as
+    Chromium's --ignore-certificate-errors-spki-list takes it."""
+    pub = subprocess.run(["openssl", "x509", "-in", crt, "-noout", "-pubkey"], check=True,
+                         capture_output=True, timeout=20).stdout
+    der = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "DER"], input=pub,
+                         check=True, capture_output=True, timeout=20).stdout
+    return base64.b64encode(hashlib.sha256(der).digest()).decode()
+
+
+def chromium_page(c, s, n, *flags):
+    """sse_page.mjs in headless Chromium on counter's page over https (a.test), accepting the
+    test leaf by its key, with `n` EventSources: ({what the page saw}, [the responses the
+    DevTools protocol reported])."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    port = _https_addr(s)[1]
+    out = subprocess.run([tool("node", "nodejs"), "--experimental-websocket", "--no-warnings",
+                          os.path.join(here, "sse_page.mjs"), tool("chromium", "chromium"),
+                          f"https://a.test:{port}/", spki_sha256(c.path("a.crt")), str(n),
+                          *flags], capture_output=True, text=True, timeout=120)
+    last = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+    eq(out.returncode, 0, f"the page's steps: {last} {out.stderr[-2000:]}")
+    got = json.loads(last)
+    return got["page"], got["responses"]
+
+
+def response_counts(responses):
+    """[((url, status, protocol), how many)] of the responses the DevTools protocol reported,
+    sorted; the browser's own /favicon.ico, which it asks for at a time of its choosing once
+    the page has loaded, left out."""
+    return sorted(collections.Counter((r["url"], r["status"], r["protocol"]) for r in responses
+                                      if not r["url"].endswith("/favicon.ico")).items())
+
+
+def test_TL8_chromium_page_and_event_source_over_tls():
+    """Chromium over TLS, HTTP/1.1 (--disable-http2) (TL8): it loads counter's page from
+    https://a.test, an EventSource there opens, fetch() gets GET / (200 `{}`) and POST
+    /increment (204, x-event-id 1) meanwhile, and the EventSource receives event 1 with its
+    exact data; the DevTools protocol reports each of those responses over http/1.1 with its
+    status."""
+    c = Certs()
+    try:
+        with _counter_tls(c) as s:
+            s.wait_ready()
+            port = _https_addr(s)[1]
+            page, responses = chromium_page(c, s, 1, "--disable-http2")
+            eq(page, {"origin": f"https://a.test:{port}", "index": [200, "{}\n"],
+                      "post": [204, "1"], "open": 1,
+                      "events": [["1", '{"counter":"default","value":1}']]}, "what the page saw")
+            origin = f"https://a.test:{port}"
+            eq(response_counts(responses),
+               [((origin + "/", 200, "http/1.1"), 2), ((origin + "/events", 200, "http/1.1"), 1),
+                ((origin + "/increment", 204, "http/1.1"), 1)], "the responses Chromium reported")
+            eq(s.stop(), 0, "exit status")
+    finally:
+        c.close()
+
+
+# run.py runs it alone: a browser takes both cores for a while.
+test_TL8_chromium_page_and_event_source_over_tls.serial = True
 
