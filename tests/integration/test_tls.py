@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import re
+import selectors
 import shutil
 import signal
 import socket
@@ -22,7 +23,7 @@ import subprocess
 import tempfile
 import time
 
-from m0test import Conn, Server, check, eq, free_port, run_app, tool
+from m0test import Conn, Server, check, eq, free_port, nofile, run_app, tool
 from test_metrics import samples, scrape, value
 
 
@@ -889,3 +890,130 @@ def test_TL8_chromium_page_and_event_source_over_tls():
 # run.py runs it alone: a browser takes both cores for a while.
 test_TL8_chromium_page_and_event_source_over_tls.serial = True
 
+
+# ---- a crowd of slow handshakes (TL6) ----
+
+
+def _client_hello(ca):
+    """The bytes of a ClientHello for a.test, as Python's ssl would send them."""
+    out = ssl.MemoryBIO()
+    obj = _ctx(ca).wrap_bio(ssl.MemoryBIO(), out, server_hostname="a.test")
+    try:
+        obj.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return out.read()
+
+
+@nofile(1100, "1000 connections dripping a ClientHello beside a normal client")
+def test_TL6_a_thousand_clients_dripping_a_client_hello():
+    """1000 connections to the TLS socket each send a ClientHello one byte a second; a normal
+    client on the same loop, over TLS, is answered within 500 ms throughout, on its kept
+    connection and on a new one (a full handshake) every tenth request, as H2's slowloris
+    test asks of HTTP/1.1 heads; every dripping connection is closed no sooner than
+    M0_TLS_HANDSHAKE_TIMEOUT_MS (6 s) after its connect and within 3 s past it, with nothing
+    or one alert record before its end, each counted as a timeout. Whole in the plain run
+    (M0_HEAVY=1); 300 under the sanitizers, whose slower loop is not what is measured here."""
+    n = 1000 if os.environ.get("M0_HEAVY") == "1" else 300
+    hs_s = 6.0
+    c = Certs()
+    socks = []
+    sel = selectors.DefaultSelector()
+    try:
+        mport = free_port()
+        env = {"M0_THREADS": "1", "M0_TLS_HANDSHAKE_TIMEOUT_MS": str(int(hs_s * 1000)),
+               "M0_METRICS": f"127.0.0.1:{mport}"}
+        with _serving(c, env=env) as s:
+            s.wait_ready()
+            addr = _https_addr(s)
+            ctx = _ctx(c.ca)
+            hello = _client_hello(c.ca)
+            check(len(hello) > 100 and hello[:1] == b"\x16", f"a ClientHello: {hello[:16]!r}")
+            normal = _tls(addr, ctx)
+            _get_ok(normal, "the normal client before")
+            opened = []
+            for _ in range(n):
+                k = socket.create_connection(addr, timeout=5)
+                opened.append(time.monotonic())
+                k.setblocking(False)
+                socks.append(k)
+            got, eof, sent = [b""] * n, [None] * n, [0] * n
+            for i, k in enumerate(socks):
+                sel.register(k, selectors.EVENT_READ, i)
+
+            def drip():
+                for i, k in enumerate(socks):
+                    if eof[i] is None and sent[i] < len(hello):
+                        try:
+                            k.send(hello[sent[i] : sent[i] + 1])
+                            sent[i] += 1
+                        except (BlockingIOError, BrokenPipeError, ConnectionResetError):
+                            pass
+
+            def pump(timeout):
+                for key, _ in sel.select(timeout):
+                    i = key.data
+                    try:
+                        data = key.fileobj.recv(4096)
+                    except BlockingIOError:
+                        continue
+                    except ConnectionResetError:
+                        data = b""
+                    if data:
+                        got[i] += data
+                    else:
+                        eof[i] = time.monotonic()
+                        sel.unregister(key.fileobj)
+
+            drip()
+            next_drip = time.monotonic() + 1.0
+            lat, fresh = [], 0
+            end = opened[-1] + hs_s + 4.0
+            while time.monotonic() < end:
+                pump(0.05)
+                if time.monotonic() >= next_drip:
+                    drip()
+                    next_drip += 1.0
+                t = time.monotonic()
+                if len(lat) % 10 == 9:  # now and then a new connection: a full handshake
+                    f = _tls(addr, ctx, timeout=5)
+                    r = f.get("/health", timeout=5)
+                    f.close()
+                    fresh += 1
+                else:
+                    r = normal.get("/health", timeout=5)
+                lat.append(time.monotonic() - t)
+                eq((r.status, r.body), (200, b"ok\n"), "the normal client's request")
+                if all(e is not None for e in eof):
+                    break
+                time.sleep(0.05)
+            open_ = [i for i in range(n) if eof[i] is None]
+            check(not open_, f"{len(open_)} of {n} still open {hs_s + 4:.0f}s after their connect")
+            early = [eof[i] - opened[i] for i in range(n) if eof[i] - opened[i] < hs_s - 0.05]
+            check(not early, f"{len(early)} closed before the bound, e.g. after {early[:1]}s")
+            late = [eof[i] - opened[i] for i in range(n) if eof[i] - opened[i] > hs_s + 3.0]
+            check(not late, f"{len(late)} closed more than 3 s past the bound, e.g. {late[:1]}s")
+            bad = [got[i] for i in range(n)
+                   if not (got[i] == b"" or (got[i][:1] == b"\x15" and len(got[i]) == 7))]
+            check(not bad, f"{len(bad)} got more than an alert, e.g. {bad[:1]!r}")
+            check(min(sent) >= 3, f"a dripping connection sent only {min(sent)} bytes")
+            check(len(lat) >= 40 and fresh >= 4, f"only {len(lat)} normal requests, {fresh} new")
+            check(max(lat) < 0.5, f"the normal client waited {max(lat):.3f}s (of {len(lat)})")
+            _get_ok(normal, "the normal client after")
+            normal.close()
+            smp = _tls_metrics(mport)
+            eq({r: value(smp, "m0_tls_handshakes_failed_total", loop="0", reason=r)
+                for r in ("error", "timeout", "busy")},
+               {"error": 0.0, "timeout": float(n), "busy": 0.0}, "handshakes failed by reason")
+            eq(value(smp, "m0_tls_handshakes_total", loop="0", version="TLSv1.3"),
+               float(1 + fresh), "the normal client's handshakes")
+            eq(s.stop(), 0, "exit status")
+    finally:
+        sel.close()
+        for k in socks:
+            k.close()
+        c.close()
+
+
+# it compares timings: run.py runs it alone
+test_TL6_a_thousand_clients_dripping_a_client_hello.serial = True
