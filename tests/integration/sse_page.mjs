@@ -115,7 +115,9 @@ try {
   await send('Page.enable');
   const nav = await send('Page.navigate', { url });
   if (nav.errorText) throw new Error(`loading ${url}: ${nav.errorText}`);
-  await Promise.race([load, sleep(15000).then(() => { throw new Error(`${url} did not load`); })]);
+  if (await Promise.race([load.then(() => 'loaded'), sleep(15000)]) !== 'loaded') {
+    throw new Error(`${url} did not load within 15 s`);
+  }
   const page = JSON.parse(await evaluate(PAGE));
   // the Network domain's last events may follow the page's answer by a turn of the loop
   await sleep(200);
