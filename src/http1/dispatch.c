@@ -246,12 +246,17 @@ void m0__route_answer(struct m0_conn *c, const struct m0_rview *v, const struct 
  * that began meanwhile still closes it (X1).
  */
 /* TL7: an answer over TLS tells the browser to come back over TLS alone, for tls_hsts_s seconds
- * (D145), unless its handler said otherwise. */
-static int hsts(const struct m0_host *h, m0_res *res)
+ * (D145), and to take its Content-Type as it is said (D226): over TLS m0 faces browsers with
+ * no proxy to add them. A header its handler set itself stays the only one. */
+static int tls_fields(const struct m0_host *h, m0_res *res)
 {
-        if (m0__res_head_value(res, "strict-transport-security", 25, NULL, 0))
-                return 0;
-        return m0_res_headerf(res, "Strict-Transport-Security", "max-age=%u", h->cfg.tls_hsts_s);
+        int r = 0;
+        if (h->cfg.tls_hsts_s && !m0__res_head_value(res, "strict-transport-security", 25, NULL, 0))
+                r = m0_res_headerf(res, "Strict-Transport-Security", "max-age=%u",
+                                   h->cfg.tls_hsts_s);
+        if (r == 0 && !m0__res_head_value(res, "x-content-type-options", 22, NULL, 0))
+                r = m0_res_header(res, "X-Content-Type-Options", "nosniff");
+        return r;
 }
 
 static void answer(struct m0_conn *c, m0_req *req, m0_res *res, bool is_head,
@@ -267,8 +272,8 @@ static void answer(struct m0_conn *c, m0_req *req, m0_res *res, bool is_head,
                 const char *origin = m0_req_header(req, "origin");
                 r = m0__cors_answer(&h->cors, origin, origin ? strlen(origin) : 0, &res->head);
         }
-        if (r == 0 && c->tls && h->cfg.tls_hsts_s)
-                r = hsts(h, res);
+        if (r == 0 && c->tls)
+                r = tls_fields(h, res);
         if (r == 0 && !res->coded)
                 m0__res_compress(h, req, res);
         if (r == 0 && c->proto->respond)

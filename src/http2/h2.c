@@ -22,6 +22,9 @@
 #define H2_MAX_CONTINUATIONS 8
 /* Outbound SETTINGS and PING acknowledgements a client may make m0 queue (D153). */
 #define H2_MAX_OUTBOUND_ACK 1000
+/* Entries one SETTINGS frame may carry (nghttp2's default, set as the two above are, D225):
+ * each is worked through, and RFC 9113 defines six. */
+#define H2_MAX_SETTINGS 32
 /* Bytes gathered from the session before one write. */
 #define H2_OUT_CHUNK (64 * 1024)
 
@@ -66,6 +69,7 @@ struct m0_h2 {
         uint64_t body_bytes;    /* of the streams' bodies kept, not yet dispatched (D155) */
         bool notice;            /* the drain's first GOAWAY (2^31-1) is submitted */
         bool goaway;            /* its last one, or the idle timeout's */
+        bool ended;             /* its ending GOAWAY is queued: what comes is ignored */
         uint32_t nevents;       /* its event streams (HT3): it is not idle while any */
 };
 
@@ -770,8 +774,11 @@ static void h2_send(struct m0_h2 *h)
                         ssize_t w = m0__transport_write(&c->tr, c->out.data + c->out_off,
                                                         c->out.len - c->out_off);
                         if (w == -EAGAIN) {
+                                /* An ended session reads no more: what the client sends would
+                                 * be dropped, and each read would put the stall bound off, so
+                                 * a client that floods and never reads would hold it (HT4). */
                                 c->wwant = (uint8_t)c->tr.want;
-                                (void)m0__conn_want(c, EPOLLIN | EPOLLOUT);
+                                (void)m0__conn_want(c, h->ended ? EPOLLOUT : EPOLLIN | EPOLLOUT);
                                 m0__wait_write(c);
                                 return;
                         }
@@ -819,6 +826,7 @@ static void fail(struct m0_h2 *h, ssize_t err)
                                 ? NGHTTP2_INTERNAL_ERROR
                                 : NGHTTP2_PROTOCOL_ERROR;
         (void)nghttp2_session_terminate_session(h->s, code);
+        h->ended = true;
         h2_send(h);
         if (h->c->tr.fd >= 0 && h->c->out.len == h->c->out_off)
                 m0__conn_linger(h->c);
@@ -913,7 +921,7 @@ static void h2_timer(struct m0_conn *c)
                 /* HT4: nothing came from the client for M0_IDLE_TIMEOUT_MS: an idle connection,
                  * or one whose streams wait on it (a body that stopped, a window it never
                  * opens). It is told so, then closed. */
-                h->goaway = true;
+                h->goaway = h->ended = true;
                 (void)nghttp2_session_terminate_session(h->s, NGHTTP2_NO_ERROR);
                 h2_send(h);
                 if (c->tr.fd >= 0 && !c->lingering)
@@ -955,6 +963,7 @@ static int h2_session(struct m0_h2 *h, const struct m0_config *cfg)
         nghttp2_option_set_max_continuations(opt, H2_MAX_CONTINUATIONS);
         /* PING and SETTINGS floods: acknowledgements queued past this end the session */
         nghttp2_option_set_max_outbound_ack(opt, H2_MAX_OUTBOUND_ACK);
+        nghttp2_option_set_max_settings(opt, H2_MAX_SETTINGS);
         if (nghttp2_session_server_new2(&h->s, cb, h, opt))
                 goto out;
         nghttp2_settings_entry iv[] = {

@@ -4,6 +4,7 @@ clients; the same routes, bounds, CORS and error format as HTTP/1.1 (HT2); the d
 (HT5); the defences (HT4); and raw frames, built with Debian's python3-h2 packages (hyperframe,
 hpack), each case citing the section of RFC 9113 it checks (HT6)."""
 
+import collections
 import os
 import re
 import signal
@@ -537,6 +538,50 @@ def test_HT3_hundred_event_streams_on_one_connection():
 test_HT3_hundred_event_streams_on_one_connection.serial = True
 
 
+def test_HT3_hundred_event_sources_in_chromium_on_one_connection():
+    """The browser's proof (HT3): headless Chromium loads counter's page over https (h2 by
+    ALPN), opens 100 EventSources to its /events, asks GET / and POST /increment with fetch()
+    while all 100 are open, and every one of the 100 receives event 1 with its exact data. The
+    DevTools protocol reports each response (the page, 100 streams, the two fetches, the
+    browser's favicon) over h2 on one connection, and m0 counts every request it answered as
+    HTTP/2: the six-connection limit of HTTP/1.1 is gone. (Chromium opened a second TLS
+    connection to m0 in the runs here, which the DevTools protocol names for no response.)
+    M0_H2_MAX_STREAMS is 200 so that the fetches fit beside the 100 open streams (at the default
+    100 the browser would queue them until a stream ends)."""
+    from test_metrics import samples, scrape, total
+    from test_tls import Certs, _counter_tls, _https_addr, chromium_page, response_counts
+
+    c = Certs()
+    try:
+        mport = free_port()
+        env = {"M0_THREADS": 1, "M0_H2_MAX_STREAMS": 200, "M0_METRICS": f"127.0.0.1:{mport}"}
+        with _counter_tls(c, env) as s:
+            s.wait_ready()
+            origin = f"https://a.test:{_https_addr(s)[1]}"
+            page, responses = chromium_page(c, s, 100)
+            eq(page, {"origin": origin, "index": [200, "{}\n"], "post": [204, "1"], "open": 100,
+                      "events": [["1", '{"counter":"default","value":1}']] * 100},
+               "what the page saw")
+            eq(response_counts(responses),
+               [((origin + "/", 200, "h2"), 2), ((origin + "/events", 200, "h2"), 100),
+                ((origin + "/increment", 204, "h2"), 1)], "the responses Chromium reported")
+            conns = collections.Counter(r["connectionId"] for r in responses)
+            eq(len(conns), 1, f"the connections Chromium used, with their responses: {conns}")
+            st, _, body = scrape(("127.0.0.1", mport))
+            eq(st, 200, "GET /metrics")
+            smp = samples(body)
+            h2, every = total(smp, "m0_http2_requests_total"), total(smp, "m0_requests_total")
+            eq(h2, every, "m0's requests over h2, of all it answered")
+            check(every in (103, 104), f"m0 answered {every} requests (103, and the favicon)")
+            eq(s.stop(), 0, "exit status")
+    finally:
+        c.close()
+
+
+# run.py runs it alone: a browser takes both cores for a while.
+test_HT3_hundred_event_sources_in_chromium_on_one_connection.serial = True
+
+
 def test_HT3_replay_heartbeats_and_the_drain():
     """An h2 event stream with last-event-id: 1 gets events 2 and 3 replayed after `: open`;
     one without gets none, then both get the next live event and heartbeats; SIGTERM gives
@@ -942,6 +987,101 @@ def test_HT4_ping_flood_and_idle_connection():
             pass
         expect_goaway(h, ENHANCE_YOUR_CALM, "a PING flood")
         h.close()
+        h = H2(s.port)
+        h.request(1, "GET", "/health")
+        eq(h.response(1)[2], b"ok\n", "a new connection is served")
+        h.close()
+        eq(s.stop(), 0, "exit status")
+
+
+def test_HT4_settings_flood_and_too_many_entries():
+    """A SETTINGS flood (CVE-2019-9515): 20000 SETTINGS frames in one write ask for more
+    acknowledgements than m0 queues (1000): GOAWAY ENHANCE_YOUR_CALM. A SETTINGS frame of 33
+    entries, past the 32 m0 works through: the same; 32 entries are taken and acknowledged. A
+    new connection is served after each (HT4)."""
+    with Server("host_check", env={"M0_THREADS": 1}) as s:
+        s.wait_ready()
+        h = H2(s.port)
+        try:  # every read of them asks for thousands of ACKs
+            h.send(SettingsFrame(0).serialize() * 20000)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        expect_goaway(h, ENHANCE_YOUR_CALM, "a SETTINGS flood")
+        h.close()
+        entry = struct.pack(">HI", SettingsFrame.MAX_CONCURRENT_STREAMS, 100)
+        h = H2(s.port)
+        h.send(raw_frame(4, 0, 0, entry * 33))
+        expect_goaway(h, ENHANCE_YOUR_CALM, "a SETTINGS frame of 33 entries")
+        h.close()
+        h = H2(s.port)
+        h.send(raw_frame(4, 0, 0, entry * 32))
+        h.request(1, "GET", "/health")
+        eq(h.response(1)[2], b"ok\n", "a new connection, 32 entries in a SETTINGS")
+        acks = [f for f in h.got if isinstance(f, SettingsFrame) and "ACK" in f.flags]
+        eq(len(acks), 2, "m0's acknowledgements: of the first SETTINGS and of the 32 entries")
+        h.close()
+        eq(s.stop(), 0, "exit status")
+
+
+def tcp_state(sock):
+    """The socket's TCP state (struct tcp_info's first byte): 1 established, 7 closed (a reset
+    came), 8 close-wait (the peer's FIN came)."""
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0]
+
+
+def test_HT4_ping_and_settings_floods_from_a_client_that_never_reads():
+    """A client that stops reading: it opens its windows wide, posts 12 MB to /echo and reads
+    nothing past the answer's first DATA, so m0's answer fills the socket and m0's output
+    waits; then it sends PINGs (then, on another connection, SETTINGS) 10 to a write, too few
+    to a read for a burst to pass the bound by itself. Their acknowledgements queue inside
+    m0 up to the bound (1000), the session ends with a GOAWAY the client never reads, m0 reads
+    no more of it, and the connection is closed by the write stall bound (M0_IDLE_TIMEOUT_MS,
+    1 s) while the client still sends. m0's memory stays bounded meanwhile (its RSS grows by
+    less than 16 MiB during the flood, unsanitized), and a new connection is served (HT4,
+    D225)."""
+    from test_channels import rss_kib, sanitized
+
+    env = {"M0_THREADS": 1, "M0_IDLE_TIMEOUT_MS": 1000, "M0_LINGER_MS": 100,
+           "M0_MAX_BODY_BYTES": 16 << 20}
+    body = b"e" * (12 << 20)
+    with Server("host_check", env=env) as s:
+        s.wait_ready()
+        for what, frame in (("PING", PingFrame(0, opaque_data=b"87654321").serialize()),
+                            ("SETTINGS", SettingsFrame(0).serialize())):
+            h = H2(s.port, settings={SettingsFrame.INITIAL_WINDOW_SIZE: (1 << 31) - 1})
+            h.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            h.send(WindowUpdateFrame(0, window_increment=(1 << 31) - 1 - 65535).serialize())
+            upload(h, 1, "/echo", body)
+            while not any(isinstance(f, DataFrame) and f.stream_id == 1 for f in h.got):
+                check(h.next() is not None, f"{what}: no answer to the upload")
+            rss0 = rss_kib(s.pid)  # the last frame the client reads is that DATA
+            k = h.sock
+            k.setblocking(False)
+            t0, ended, sent, pending = time.monotonic(), None, 0, b""
+            while time.monotonic() - t0 < 10:
+                if tcp_state(k) != 1:
+                    ended = time.monotonic() - t0
+                    break
+                if not pending:
+                    pending = frame * 10
+                try:
+                    n = k.send(pending)
+                    pending, sent = pending[n:], sent + n
+                except BlockingIOError:
+                    time.sleep(0.01)  # m0 reads no more
+                except (BrokenPipeError, ConnectionResetError):
+                    ended = time.monotonic() - t0
+                    break
+                time.sleep(0.001)
+            grew = rss_kib(s.pid) - rss0
+            h.close()
+            frames = sent // len(frame)
+            check(ended is not None, f"{what}: the connection still open after 10 s, "
+                  f"{frames} frames sent")
+            check(1.0 <= ended < 6, f"{what}: closed after {ended:.2f}s, {frames} frames sent")
+            check(frames > 1000, f"{what}: only {frames} frames sent")
+            if not sanitized(s.pid):
+                check(grew < 16384, f"{what}: m0's RSS grew by {grew} KiB")
         h = H2(s.port)
         h.request(1, "GET", "/health")
         eq(h.response(1)[2], b"ok\n", "a new connection is served")

@@ -8,9 +8,13 @@ handshakes, reloads on SIGHUP, and carries streams and the drain (close_notify).
 certificate is made here, with the openssl command, in a temporary directory; the clients are
 Python's ssl, curl and openssl s_client."""
 
+import base64
+import collections
+import hashlib
 import json
 import os
 import re
+import selectors
 import shutil
 import signal
 import socket
@@ -19,7 +23,7 @@ import subprocess
 import tempfile
 import time
 
-from m0test import Conn, Server, check, eq, free_port, run_app, tool
+from m0test import Conn, Server, check, eq, free_port, nofile, run_app, tool
 from test_metrics import samples, scrape, value
 
 # ThreadSanitizer runs this module (one TLS context for every loop, its reload): run.py, D235.
@@ -43,9 +47,9 @@ class Certs:
     def path(self, name):
         return os.path.join(self.dir, name)
 
-    def leaf(self, name, cn, days=60, curve="P-256", rsa=False):
-        """name.crt and name.key: an ECDSA leaf (RSA 2048 when rsa) for cn (and DNS:cn) the CA
-        issued."""
+    def leaf(self, name, cn, days=60, curve="P-256", rsa=False, ip=False):
+        """name.crt and name.key: an ECDSA leaf (RSA 2048 when rsa) for cn (and DNS:cn, and
+        IP:127.0.0.1 when ip) the CA issued."""
         key, csr, crt = self.path(name + ".key"), self.path(name + ".csr"), self.path(name + ".crt")
         kind = ["rsa", "-pkeyopt", "rsa_keygen_bits:2048"] if rsa else [
             "ec", "-pkeyopt", f"ec_paramgen_curve:{curve}"]
@@ -53,7 +57,8 @@ class Certs:
                  "-nodes", "-subj", f"/CN={cn}", "-keyout", key, "-out", csr)
         ext = self.path(name + ".ext")
         with open(ext, "w") as f:
-            f.write(f"subjectAltName=DNS:{cn}\nbasicConstraints=critical,CA:FALSE\n")
+            f.write(f"subjectAltName=DNS:{cn}{',IP:127.0.0.1' if ip else ''}\n"
+                    "basicConstraints=critical,CA:FALSE\n")
         _openssl("x509", "-req", "-in", csr, "-CA", self.ca, "-CAkey", self.ca_key,
                  "-CAcreateserial", "-days", str(days), "-extfile", ext, "-out", crt)
         return crt, key
@@ -670,8 +675,10 @@ def test_TL7_pipelining_large_and_chunked_bodies_over_tls():
 
 def test_TL7_hsts_and_the_servers_suite_order():
     """An app's answer over TLS carries Strict-Transport-Security for M0_TLS_HSTS_S (two years
-    by default), the same answer over plain HTTP none, and 0 sends none; the server's suite order
-    gives AES-128-GCM to a client that lists AES-256-GCM first, in TLS 1.3 and 1.2 (D145)."""
+    by default), the same answer over plain HTTP none, and 0 sends none; it carries
+    X-Content-Type-Options: nosniff over TLS whatever M0_TLS_HSTS_S says, and none over plain
+    HTTP (D226); the server's suite order gives AES-128-GCM to a client that lists AES-256-GCM
+    first, in TLS 1.3 and 1.2 (D145)."""
     c = Certs()
     try:
         for env, want in (({}, "max-age=63072000"), ({"M0_TLS_HSTS_S": "600"}, "max-age=600"),
@@ -679,12 +686,16 @@ def test_TL7_hsts_and_the_servers_suite_order():
             with _serving(c, env=env) as s:
                 s.wait_ready()
                 conn = _tls(_https_addr(s), _ctx(c.ca))
-                eq(_get_ok(conn, "GET over TLS").header_all("Strict-Transport-Security"),
-                   [want] if want else [], f"HSTS over TLS with {env}")
+                r = _get_ok(conn, "GET over TLS")
+                eq(r.header_all("Strict-Transport-Security"), [want] if want else [],
+                   f"HSTS over TLS with {env}")
+                eq(r.header_all("X-Content-Type-Options"), ["nosniff"],
+                   f"nosniff over TLS with {env}")
                 conn.close()
                 plain = Conn.tcp(s.tcp_addr)
-                eq(_get_ok(plain, "plain GET").header_all("Strict-Transport-Security"), [],
-                   "HSTS over plain HTTP")
+                r = _get_ok(plain, "plain GET")
+                eq(r.header_all("Strict-Transport-Security"), [], "HSTS over plain HTTP")
+                eq(r.header_all("X-Content-Type-Options"), [], "nosniff over plain HTTP")
                 plain.close()
                 if not env:
                     v13 = _ctx(c.ca, ssl.TLSVersion.TLSv1_3)
@@ -699,3 +710,314 @@ def test_TL7_hsts_and_the_servers_suite_order():
                 eq(s.stop(), 0, "exit status")
     finally:
         c.close()
+
+
+# ---- real clients (TL8): Node and Chromium ----
+
+# Node: its https module trusting the test CA by the `ca:` option (a.test named by SNI on a
+# connection to 127.0.0.1), and its fetch trusting it through NODE_EXTRA_CA_CERTS (the leaf
+# names 127.0.0.1 too): counter's page, an event stream on each, the POST whose event both read.
+# Prints one JSON line: what each got, in order.
+NODE_TLS = r"""
+const https = require('https');
+const fs = require('fs');
+const [port, caFile] = process.argv.slice(1);
+const ca = fs.readFileSync(caFile);
+const base = `https://127.0.0.1:${port}`;
+const opts = (path, method = 'GET') => ({ host: '127.0.0.1', port: Number(port), servername: 'a.test',
+  ca, path, method, headers: { host: `a.test:${port}` } });
+const fail = (e) => { console.error(e); process.exit(1); };
+const get = (path) => new Promise((resolve, reject) => {
+  const req = https.request(opts(path), (res) => {
+    const version = res.socket.getProtocol();
+    let body = '';
+    res.setEncoding('utf8');
+    res.on('data', (d) => { body += d; });
+    res.on('end', () => resolve([res.statusCode, body, version]));
+  });
+  req.on('error', reject);
+  req.end();
+});
+// An event stream by the https module: resolves `open` at its first bytes, `event` once the
+// bytes hold a whole event after them.
+const httpsStream = () => {
+  let onOpen, onEvent, bytes = '', head;
+  const open = new Promise((r) => { onOpen = r; });
+  const event = new Promise((r) => { onEvent = r; });
+  const req = https.request(opts('/events'), (res) => {
+    head = [res.statusCode, res.headers['content-type']];
+    res.setEncoding('utf8');
+    res.on('data', (d) => {
+      bytes += d;
+      if (bytes.includes('\n\n')) onOpen();
+      if (bytes.includes('id: ')) {
+        if (bytes.endsWith('\n\n')) { onEvent([...head, bytes]); req.destroy(); }
+      }
+    });
+  });
+  req.on('error', (e) => { if (!req.destroyed) fail(e); });
+  req.end();
+  return { open, event };
+};
+const fetchStream = async () => {
+  const res = await fetch(`${base}/events`);
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  let bytes = '', onOpen;
+  const open = new Promise((r) => { onOpen = r; });
+  const event = (async () => {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return [res.status, res.headers.get('content-type'), bytes + '<end>'];
+      bytes += dec.decode(value, { stream: true });
+      if (bytes.includes('\n\n')) onOpen();
+      if (bytes.includes('id: ') && bytes.endsWith('\n\n')) {
+        reader.cancel();
+        return [res.status, res.headers.get('content-type'), bytes];
+      }
+    }
+  })();
+  return { open, event };
+};
+(async () => {
+  const index = await get('/');
+  const r = await fetch(`${base}/`);
+  const fetched = [r.status, await r.text()];
+  const a = httpsStream();
+  const b = await fetchStream();
+  await a.open;
+  await b.open;
+  const post = await fetch(`${base}/increment`, { method: 'POST' });
+  const posted = [post.status, post.headers.get('x-event-id'), await post.text()];
+  console.log(JSON.stringify({ index, fetched, posted, https: await a.event, fetch: await b.event }));
+  process.exit(0);
+})().catch(fail);
+"""
+
+
+def _counter_tls(c, env=None):
+    """counter with a plain socket named http and a TLS one named https: a.test's pair, its
+    leaf naming 127.0.0.1 too; no heartbeats, so a stream's bytes are its events."""
+    crt, key = c.leaf("a", "a.test", ip=True)
+    return Server("counter", env={"M0_TLS_CERT": crt, "M0_TLS_KEY": key,
+                                  "M0_SSE_HEARTBEAT_MS": 0, **(env or {})},
+                  sockets=[("tcp", "http"), ("tcp", "https")], state_dir=True)
+
+
+OPEN = ": open\n\nretry: 2000\n\n"  # a stream's first bytes (S1, H9)
+EVENT1 = 'id: 1\nevent: value\ndata: {"counter":"default","value":1}\n\n'
+
+
+def test_TL8_node_https_and_fetch_read_an_event_stream():
+    """Node over TLS (TL8): its https module trusting the test CA by `ca:` and its fetch by
+    NODE_EXTRA_CA_CERTS each get counter's page (200 `{}`) over TLS 1.3, each hold an event
+    stream, and both streams get exactly `: open`, then event 1, the one a POST by fetch made
+    (204, x-event-id 1)."""
+    c = Certs()
+    try:
+        with _counter_tls(c) as s:
+            s.wait_ready()
+            port = _https_addr(s)[1]
+            p = subprocess.run([tool("node", "nodejs"), "-e", NODE_TLS, str(port), c.ca],
+                               capture_output=True, text=True, timeout=60,
+                               env={**os.environ, "NODE_EXTRA_CA_CERTS": c.ca})
+            eq(p.returncode, 0, f"node: {p.stdout} {p.stderr[-2000:]}")
+            got = json.loads(p.stdout.strip().splitlines()[-1])
+            eq(got, {"index": [200, "{}\n", "TLSv1.3"], "fetched": [200, "{}\n"],
+                     "posted": [204, "1", ""],
+                     "https": [200, "text/event-stream", OPEN + EVENT1],
+                     "fetch": [200, "text/event-stream", OPEN + EVENT1]}, "what node got")
+            eq(s.stop(), 0, "exit status")
+    finally:
+        c.close()
+
+
+def spki_sha256(crt):
+    """The base64 SHA-256 of the certificate's public key (its DER SubjectPublicKeyInfo), as
+    Chromium's --ignore-certificate-errors-spki-list takes it."""
+    pub = subprocess.run(["openssl", "x509", "-in", crt, "-noout", "-pubkey"], check=True,
+                         capture_output=True, timeout=20).stdout
+    der = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "DER"], input=pub,
+                         check=True, capture_output=True, timeout=20).stdout
+    return base64.b64encode(hashlib.sha256(der).digest()).decode()
+
+
+def chromium_page(c, s, n, *flags):
+    """sse_page.mjs in headless Chromium on counter's page over https (a.test), accepting the
+    test leaf by its key, with `n` EventSources: ({what the page saw}, [the responses the
+    DevTools protocol reported])."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    port = _https_addr(s)[1]
+    out = subprocess.run([tool("node", "nodejs"), "--experimental-websocket", "--no-warnings",
+                          os.path.join(here, "sse_page.mjs"), tool("chromium", "chromium"),
+                          f"https://a.test:{port}/", spki_sha256(c.path("a.crt")), str(n),
+                          *flags], capture_output=True, text=True, timeout=120)
+    last = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+    eq(out.returncode, 0, f"the page's steps: {last} {out.stderr[-2000:]}")
+    got = json.loads(last)
+    return got["page"], got["responses"]
+
+
+def response_counts(responses):
+    """[((url, status, protocol), how many)] of the responses the DevTools protocol reported,
+    sorted; the browser's own /favicon.ico, which it asks for at a time of its choosing once
+    the page has loaded, left out."""
+    return sorted(collections.Counter((r["url"], r["status"], r["protocol"]) for r in responses
+                                      if not r["url"].endswith("/favicon.ico")).items())
+
+
+def test_TL8_chromium_page_and_event_source_over_tls():
+    """Chromium over TLS, HTTP/1.1 (--disable-http2) (TL8): it loads counter's page from
+    https://a.test, an EventSource there opens, fetch() gets GET / (200 `{}`) and POST
+    /increment (204, x-event-id 1) meanwhile, and the EventSource receives event 1 with its
+    exact data; the DevTools protocol reports each of those responses over http/1.1 with its
+    status."""
+    c = Certs()
+    try:
+        with _counter_tls(c) as s:
+            s.wait_ready()
+            port = _https_addr(s)[1]
+            page, responses = chromium_page(c, s, 1, "--disable-http2")
+            eq(page, {"origin": f"https://a.test:{port}", "index": [200, "{}\n"],
+                      "post": [204, "1"], "open": 1,
+                      "events": [["1", '{"counter":"default","value":1}']]}, "what the page saw")
+            origin = f"https://a.test:{port}"
+            eq(response_counts(responses),
+               [((origin + "/", 200, "http/1.1"), 2), ((origin + "/events", 200, "http/1.1"), 1),
+                ((origin + "/increment", 204, "http/1.1"), 1)], "the responses Chromium reported")
+            eq(s.stop(), 0, "exit status")
+    finally:
+        c.close()
+
+
+# run.py runs it alone: a browser takes both cores for a while.
+test_TL8_chromium_page_and_event_source_over_tls.serial = True
+
+
+# ---- a crowd of slow handshakes (TL6) ----
+
+
+def _client_hello(ca):
+    """The bytes of a ClientHello for a.test, as Python's ssl would send them."""
+    out = ssl.MemoryBIO()
+    obj = _ctx(ca).wrap_bio(ssl.MemoryBIO(), out, server_hostname="a.test")
+    try:
+        obj.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return out.read()
+
+
+@nofile(1100, "1000 connections dripping a ClientHello beside a normal client")
+def test_TL6_a_thousand_clients_dripping_a_client_hello():
+    """1000 connections to the TLS socket each send a ClientHello one byte a second; a normal
+    client on the same loop, over TLS, is answered within 500 ms throughout, on its kept
+    connection and on a new one (a full handshake) every tenth request, as H2's slowloris
+    test asks of HTTP/1.1 heads; every dripping connection is closed no sooner than
+    M0_TLS_HANDSHAKE_TIMEOUT_MS (6 s) after its connect and within 3 s past it, with nothing
+    or one alert record before its end, each counted as a timeout. Whole in the plain run
+    (M0_HEAVY=1); 300 under the sanitizers, whose slower loop is not what is measured here."""
+    n = 1000 if os.environ.get("M0_HEAVY") == "1" else 300
+    hs_s = 6.0
+    c = Certs()
+    socks = []
+    sel = selectors.DefaultSelector()
+    try:
+        mport = free_port()
+        env = {"M0_THREADS": "1", "M0_TLS_HANDSHAKE_TIMEOUT_MS": str(int(hs_s * 1000)),
+               "M0_METRICS": f"127.0.0.1:{mport}"}
+        with _serving(c, env=env) as s:
+            s.wait_ready()
+            addr = _https_addr(s)
+            ctx = _ctx(c.ca)
+            hello = _client_hello(c.ca)
+            check(len(hello) > 100 and hello[:1] == b"\x16", f"a ClientHello: {hello[:16]!r}")
+            normal = _tls(addr, ctx)
+            _get_ok(normal, "the normal client before")
+            opened = []
+            for _ in range(n):
+                k = socket.create_connection(addr, timeout=5)
+                opened.append(time.monotonic())
+                k.setblocking(False)
+                socks.append(k)
+            got, eof, sent = [b""] * n, [None] * n, [0] * n
+            for i, k in enumerate(socks):
+                sel.register(k, selectors.EVENT_READ, i)
+
+            def drip():
+                for i, k in enumerate(socks):
+                    if eof[i] is None and sent[i] < len(hello):
+                        try:
+                            k.send(hello[sent[i] : sent[i] + 1])
+                            sent[i] += 1
+                        except (BlockingIOError, BrokenPipeError, ConnectionResetError):
+                            pass
+
+            def pump(timeout):
+                for key, _ in sel.select(timeout):
+                    i = key.data
+                    try:
+                        data = key.fileobj.recv(4096)
+                    except BlockingIOError:
+                        continue
+                    except ConnectionResetError:
+                        data = b""
+                    if data:
+                        got[i] += data
+                    else:
+                        eof[i] = time.monotonic()
+                        sel.unregister(key.fileobj)
+
+            drip()
+            next_drip = time.monotonic() + 1.0
+            lat, fresh = [], 0
+            end = opened[-1] + hs_s + 4.0
+            while time.monotonic() < end:
+                pump(0.05)
+                if time.monotonic() >= next_drip:
+                    drip()
+                    next_drip += 1.0
+                t = time.monotonic()
+                if len(lat) % 10 == 9:  # now and then a new connection: a full handshake
+                    f = _tls(addr, ctx, timeout=5)
+                    r = f.get("/health", timeout=5)
+                    f.close()
+                    fresh += 1
+                else:
+                    r = normal.get("/health", timeout=5)
+                lat.append(time.monotonic() - t)
+                eq((r.status, r.body), (200, b"ok\n"), "the normal client's request")
+                if all(e is not None for e in eof):
+                    break
+                time.sleep(0.05)
+            open_ = [i for i in range(n) if eof[i] is None]
+            check(not open_, f"{len(open_)} of {n} still open {hs_s + 4:.0f}s after their connect")
+            early = [eof[i] - opened[i] for i in range(n) if eof[i] - opened[i] < hs_s - 0.05]
+            check(not early, f"{len(early)} closed before the bound, e.g. after {early[:1]}s")
+            late = [eof[i] - opened[i] for i in range(n) if eof[i] - opened[i] > hs_s + 3.0]
+            check(not late, f"{len(late)} closed more than 3 s past the bound, e.g. {late[:1]}s")
+            bad = [got[i] for i in range(n)
+                   if not (got[i] == b"" or (got[i][:1] == b"\x15" and len(got[i]) == 7))]
+            check(not bad, f"{len(bad)} got more than an alert, e.g. {bad[:1]!r}")
+            check(min(sent) >= 3, f"a dripping connection sent only {min(sent)} bytes")
+            check(len(lat) >= 40 and fresh >= 4, f"only {len(lat)} normal requests, {fresh} new")
+            check(max(lat) < 0.5, f"the normal client waited {max(lat):.3f}s (of {len(lat)})")
+            _get_ok(normal, "the normal client after")
+            normal.close()
+            smp = _tls_metrics(mport)
+            eq({r: value(smp, "m0_tls_handshakes_failed_total", loop="0", reason=r)
+                for r in ("error", "timeout", "busy")},
+               {"error": 0.0, "timeout": float(n), "busy": 0.0}, "handshakes failed by reason")
+            eq(value(smp, "m0_tls_handshakes_total", loop="0", version="TLSv1.3"),
+               float(1 + fresh), "the normal client's handshakes")
+            eq(s.stop(), 0, "exit status")
+    finally:
+        sel.close()
+        for k in socks:
+            k.close()
+        c.close()
+
+
+# it compares timings: run.py runs it alone
+test_TL6_a_thousand_clients_dripping_a_client_hello.serial = True
+test_TL6_a_thousand_clients_dripping_a_client_hello.once = True  # a crowd against a time bound: the plain variant only (run.py, D235)
