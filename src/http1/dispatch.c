@@ -328,15 +328,16 @@ static void begin_stream(struct m0_conn *c, const m0_req *req, const m0_res *res
 }
 
 /* The handler accepted an upgrade (WS1): its protocol writes the 101 and takes the connection,
- * which parses no more HTTP/1.1; counted and logged as its request's answer. */
+ * which parses no more HTTP/1.1 (or answers 200 and takes the HTTP/2 stream, D230); counted and
+ * logged as its request's answer. */
 static void upgrade(struct m0_conn *c, m0_req *req, m0_res *res)
 {
         struct m0_hctx *l = c->loop;
         size_t mark = l->wbuf.len;
+        res->upgrade.status = 500;
         res->upgrade.begin(c, req, res);
         if (l->observe || l->host->cfg.access_log == M0_ACCESS_LINE)
-                note(c, M0_ANSWER_HANDLER, req, c->upgraded ? 101 : 500, l->wbuf.len - mark, 0,
-                     false);
+                note(c, M0_ANSWER_HANDLER, req, res->upgrade.status, l->wbuf.len - mark, 0, false);
 }
 
 /* Hand the request to the loop's pool (P1). False when there is no memory for the job: it is
@@ -416,6 +417,7 @@ void m0__conn_dispatch(struct m0_conn *c)
         req->loop = l->index;
         req->thread = -1;
         req->http_minor = (uint8_t)c->parser.http_minor;
+        req->protocol = NULL;
         /* H7: an HTTP/1.0 connection is kept only when it asked, and then says so. */
         enum m0_conn_mode conn = !keep                       ? M0__CONN_CLOSE
                                  : c->parser.http_minor == 0 ? M0__CONN_KEEP_ALIVE

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* ws.h: ws.c and ws-bus.c, WebSocket over an HTTP/1.1 connection (RFC 6455; SPEC WS1-WS4): the
- * upgrade's checks and the 101, the protocol a connection switches to (struct m0_proto_ops),
+/* ws.h: ws.c and ws-bus.c, WebSocket over an HTTP/1.1 connection (RFC 6455; SPEC WS1-WS4) or an
+ * HTTP/2 stream (RFC 8441): the upgrade's checks and the 101 (or 200), the protocol a connection
+ * switches to (struct m0_proto_ops), what carries its frames,
  * wslay's event context over the connection's transport, the bounds, the drain, and the bus's
  * events as text messages. The framing is wslay's; m0 has none of its own. */
 #ifndef M0_WS_H
@@ -19,6 +20,14 @@ struct m0_conn;
 struct m0_frame;
 struct m0_hctx;
 
+/* struct m0_ws's `wait`: what its timer stands for. */
+enum {
+        M0__WS_WAIT_NONE = 0, /* the 101's rest (HTTP/1.1's own write stall) */
+        M0__WS_WAIT_PING,     /* its next ping, or its idle bound */
+        M0__WS_WAIT_WRITE,    /* output the client does not take: the write stall */
+        M0__WS_WAIT_CLOSE,    /* its Close is out: the client's, within the linger */
+};
+
 /*
  * One WebSocket. Its loop's thread alone touches it but for `refs` and `posted`, which any
  * thread sending to it changes, and `closing`, which the loop writes and senders read.
@@ -28,7 +37,9 @@ struct m0_ws {
         atomic_size_t posted; /* bytes of messages in the loop's mailbox for it */
         atomic_bool closing;  /* no more sends: its close is queued, or it is gone */
         struct m0_hctx *loop; /* its loop, for as long as it lives */
-        struct m0_conn *c;    /* its connection; NULL once that is closed */
+        struct m0_conn *c;    /* its connection (a stream's stand-in on HTTP/2); NULL once gone */
+        const struct m0_carrier_ops *carrier;
+        uint8_t wait; /* M0__WS_WAIT_*: what its timer is filed for */
         wslay_event_context_ptr ctx;
         const m0_ws_callbacks *cb;
         void *state;
@@ -51,6 +62,13 @@ struct m0_ws {
 
 /* The protocol of an upgraded connection. */
 extern const struct m0_proto_ops m0__proto_ws;
+/* ... and of an HTTP/2 stream's stand-in connection, which its HTTP/2 connection calls for the
+ * stream's events (D231): `readable` when DATA came, `writable` when its windows let bytes go,
+ * `timer` for its own timer (M0_TIMER_WS_STREAM), `drain` at the stop, `closed` when the stream
+ * is gone; sse.c cuts it through `closed` too (a channel's refused frames), as `send`, which
+ * takes no bytes, tells it the WebSocket is one stream of a connection. `closed` ends the
+ * WebSocket (1006 unless its end is known), its on_close once, and cuts its carrier. */
+extern const struct m0_proto_ops m0__proto_ws_stream;
 
 /* The longest frame sequence one message may be (WS3): more is closed 1009. */
 #define M0__WS_MAX_FRAGMENTS 4096

@@ -683,7 +683,8 @@ def test_HT6_preface_and_settings():
         eq((type(f).__name__, "ACK" in f.flags), ("SettingsFrame", False), "first frame")
         eq(dict(f.settings), {SettingsFrame.MAX_CONCURRENT_STREAMS: 100,
                               SettingsFrame.INITIAL_WINDOW_SIZE: 65535,
-                              SettingsFrame.MAX_HEADER_LIST_SIZE: 32768}, "m0's SETTINGS")
+                              SettingsFrame.MAX_HEADER_LIST_SIZE: 32768,
+                              SettingsFrame.ENABLE_CONNECT_PROTOCOL: 1}, "m0's SETTINGS")
         acks = [f for f in iter(lambda: h.next(1), None)
                 if isinstance(f, SettingsFrame) and "ACK" in f.flags]
         eq(len(acks), 1, "6.5.3: the client's SETTINGS acknowledged once")
