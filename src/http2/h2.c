@@ -66,6 +66,7 @@ struct h2_stream {
          * (the windows open as it reads); `ws_blocked` while wslay waits for `out` to empty. */
         bool tunnel;
         bool ws_blocked;
+        bool in_shut; /* its wslay reads no more: what comes is dropped, its windows opened */
         struct m0_conn *ws;
         struct m0_buf in;
         size_t in_off;
@@ -729,8 +730,9 @@ static ssize_t tunnel_read(struct m0_transport *t, void *buf, size_t len)
         return (ssize_t)n;
 }
 
-/* Frames to the stream's DATA: taken while the stream keeps less than H2_WS_OUT_BYTES that its
- * windows did not let go, else -EAGAIN until they do (read_body wakes it). */
+/* Frames to the stream's DATA: the stream keeps at most H2_WS_OUT_BYTES that its windows did
+ * not let go, so a write may take part of what it is given, or -EAGAIN until they do (read_body
+ * wakes it); the rest waits in wslay's queue, within M0_WS_MAX_QUEUED. */
 static ssize_t tunnel_writev(struct m0_transport *t, const struct iovec *iov, int n)
 {
         struct m0_h2 *h;
@@ -747,14 +749,15 @@ static ssize_t tunnel_writev(struct m0_transport *t, const struct iovec *iov, in
                 st->out.len = left;
                 st->out_off = 0;
         }
-        size_t total = 0;
-        for (int i = 0; i < n; i++) {
-                if (m0__buf_append(&st->out, iov[i].iov_base, iov[i].iov_len) < 0) {
+        size_t room = H2_WS_OUT_BYTES - left, total = 0;
+        for (int i = 0; i < n && total < room; i++) {
+                size_t k = iov[i].iov_len < room - total ? iov[i].iov_len : room - total;
+                if (m0__buf_append(&st->out, iov[i].iov_base, k) < 0) {
                         if (!total)
                                 return -ENOMEM;
                         break;
                 }
-                total += iov[i].iov_len;
+                total += k;
         }
         (void)nghttp2_session_resume_data(h->s, st->id);
         kick(h);
@@ -812,10 +815,26 @@ static void tunnel_timer(struct m0_timer *t)
                 m0__timer_unfile(&e->loop->loop, &e->timer);
 }
 
+/* An HTTP/1.1 WebSocket that reads no more leaves the client's bytes in the socket, where TCP
+ * holds them; a stream's would hold the connection's window shut for every other stream. */
+static void tunnel_shut_in(struct m0_conn *e, struct h2_stream *st)
+{
+        struct m0_h2 *h = e->h2;
+        size_t unread = st->in.len - st->in_off;
+        st->in_shut = true;
+        st->in.len = st->in_off = 0;
+        if (unread && !h->freeing) {
+                (void)nghttp2_session_consume(h->s, st->id, unread);
+                kick(h);
+        }
+}
+
 static int tunnel_want(struct m0_conn *e, bool rd, bool wr)
 {
         struct h2_stream *st = e->tr.impl;
         uint32_t ev = 0;
+        if (!rd && !st->in_shut) /* wslay reads no more once it stops (its Close came, or m0's) */
+                tunnel_shut_in(e, st);
         st->ws_blocked = wr;
         if (wr && st->out.len - st->out_off < H2_WS_OUT_BYTES)
                 ev |= EPOLLOUT;
@@ -957,7 +976,7 @@ static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id, const ui
         (void)flags;
         struct m0_h2 *h = ud;
         struct h2_stream *st = stream_of(h, id);
-        if (st && st->ws && st->ws->up) {
+        if (st && st->ws && st->ws->up && !st->in_shut) {
                 /* a WebSocket's frames: the windows open as its wslay reads them (D231) */
                 if (m0__buf_append(&st->in, data, len) < 0)
                         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* the stream is reset */
@@ -1009,6 +1028,8 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *
         if (st->held) /* the connection's window: the stream's is gone with it */
                 (void)nghttp2_session_consume_connection(s, st->held);
         st->held = 0;
+        if (st->in.len > st->in_off) /* ... and a WebSocket's unread DATA */
+                (void)nghttp2_session_consume_connection(s, st->in.len - st->in_off);
         drop_body(h, st);
         stream_free(h, st);
         return 0;

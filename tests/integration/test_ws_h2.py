@@ -45,6 +45,7 @@ class Mux:
         self.streams = {}
         self.goaways = []
         self.window = {0: 65535}  # what the server lets the client send, per stream and in all
+        self.auto_window = True  # the client opens its windows as it reads
         self.settings = None
         while self.settings is None:
             f = self.h.next()
@@ -66,7 +67,7 @@ class Mux:
             left = deadline - time.monotonic()
             check(left > 0, f"waited {timeout}s for {what}")
             f = self.h.next(left)
-            check(f is not None, f"EOF while waiting for {what}")
+            check(f is not None, f"EOF, or no frame in time, while waiting for {what}")
             self.h.got.clear()
             if isinstance(f, GoAwayFrame):
                 self.goaways.append(f)
@@ -85,7 +86,7 @@ class Mux:
                     st["ws"].receive_bytes(f.data)
                     for wf in st["ws"].received_frames():
                         self._frame(st, wf)
-                if f.data:
+                if f.data and self.auto_window:
                     self.h.send(WindowUpdateFrame(0, window_increment=len(f.data)).serialize() +
                                 WindowUpdateFrame(f.stream_id,
                                                   window_increment=len(f.data)).serialize())
@@ -170,6 +171,15 @@ class Mux:
         self.pump(lambda: st["end"] or st["rst"] is not None, timeout,
                   what=f"stream {sid}'s end")
         return ("end", None) if st["end"] and st["rst"] in (None, 0) else ("rst", st["rst"])
+
+    def post(self, sid, path, body):
+        """A POST whose body goes within the windows; its answer's status."""
+        self.h.headers(sid, [(":method", "POST"), (":scheme", "http"), (":path", path),
+                             (":authority", "test"), ("content-length", str(len(body)))],
+                       end_stream=False)
+        self.send_flow(sid, body)
+        self.send_ws(sid, b"", end_stream=True)
+        return self.status(sid)
 
     def request(self, sid, path):
         self.h.request(sid, "GET", path)
@@ -498,5 +508,37 @@ def test_WS1_h2_ping_then_idle_reset():
         eq(m.ended(1, timeout=5), ("rst", CANCEL), "silent: its stream reset")
         eq([op for op, _ in st["frames"]], [PING] * len(st["frames"]), "only pings meanwhile")
         s.wait_log(r"ws_check: echo closed 1006$")
+        m.close()
+        eq(s.stop(), 0, "exit status")
+
+
+def test_WS1_h2_a_websocket_that_reads_no_more_holds_no_window():
+    """Once a stream's WebSocket reads no more (the app closed it while its output waits for
+    the client's window), what the client still sends on it is dropped and the connection's
+    window opened again: another stream's body of 20000 bytes goes through, which the 60000
+    bytes left unread would have held back (RFC 9113 6.9; D231); the Close follows the output
+    once the client opens its window."""
+    with Server("ws_check") as s:
+        s.wait_ready()
+        m = Mux(s.port)
+        _ws(s, m, 1)
+        m.auto_window = False
+        # its echo is past the client's window of 65535 and the stream's 16 KiB: the rest, and
+        # the Close behind it, wait in wslay's queue
+        blob = os.urandom(150000)
+        m.send_flow(1, frame(BINARY, blob))
+        st = m.streams[1]
+        m.pump(lambda: len(st["body"]) >= 65535, what="the echo up to the window")
+        m.send_flow(1, frame(TEXT, b"close 4000 held"))  # queued behind the echo's rest
+        m.send_flow(1, frame(BINARY, b"x" * 59990))  # read by nobody
+        # answered once its body is whole (the 404's own body waits for the client's window)
+        eq(m.post(3, "/nope", b"y" * 20000), 404, "a body on another stream")
+        m.auto_window = True
+        m.h.send(WindowUpdateFrame(0, window_increment=1 << 20).serialize() +
+                 WindowUpdateFrame(1, window_increment=1 << 20).serialize())
+        eq(m.message(1), (BINARY, blob), "the echo whole")
+        eq(m.message(1), (CLOSE, (4000, "held")), "then the app's Close")
+        eq(m.ended(1)[0], "end", "its stream ended")
+        s.wait_log(r"ws_check: echo closed 4000$")
         m.close()
         eq(s.stop(), 0, "exit status")
