@@ -12,9 +12,10 @@ import os
 import re
 import signal
 import ssl
+import subprocess
 import time
 
-from m0test import Server, check, eq
+from m0test import Server, check, eq, tool
 from test_http2 import H2, field
 from wstest import BINARY, CLOSE, PING, PONG, TEXT, close_payload, frame
 from wsproto.frame_protocol import FrameProtocol, Opcode
@@ -542,3 +543,42 @@ def test_WS1_h2_a_websocket_that_reads_no_more_holds_no_window():
         s.wait_log(r"ws_check: echo closed 4000$")
         m.close()
         eq(s.stop(), 0, "exit status")
+
+
+def test_WS1_h2_chromium_over_tls():
+    """A real client: headless Chromium loads a page over TLS (h2 by ALPN), then opens
+    `new WebSocket("wss://…/echo")` from it, which it carries on that HTTP/2 connection by
+    extended CONNECT since the server's SETTINGS allow it: the access line says the upgrade was
+    answered 200 over h2; a text and a binary message come back exact, and the page's close
+    1000 is clean (ws_h2_page.mjs, driven through the DevTools protocol)."""
+    from test_tls import Certs
+
+    chromium = tool("chromium", "chromium")
+    node = tool("node", "nodejs")
+    here = os.path.dirname(os.path.abspath(__file__))
+    c = Certs()
+    try:
+        crt, key = c.leaf("a", "a.test")
+        env = {"M0_TLS_CERT": crt, "M0_TLS_KEY": key, "M0_ACCESS_LOG": "on"}
+        with Server("ws_check", env=env, sockets=[("tcp", "http"), ("tcp", "https")]) as s:
+            s.wait_ready()
+            port = next(sock.getsockname()[1] for _, name, sock in s.listeners if name == "https")
+            base = f"https://127.0.0.1:{port}"
+            out = subprocess.run([node, "--experimental-websocket", "--no-warnings",
+                                  os.path.join(here, "ws_h2_page.mjs"), chromium, base + "/nope",
+                                  f"wss://127.0.0.1:{port}/echo"],
+                                 capture_output=True, text=True, timeout=90)
+            last = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+            eq(out.returncode, 0, f"the page's steps: {last} {out.stderr[-2000:]}")
+            eq(json.loads(last), {"got": ["hello over h2", [0, 1, 255]], "code": 1000,
+                                  "reason": "done", "clean": True}, "what the page got")
+            s.wait_log(r"GET /nope 404 \d+ \(h2\) \(TLSv1\.3\)$")
+            s.wait_log(r"GET /echo 200 0 \(h2\) \(TLSv1\.3\)$")
+            s.wait_log(r"ws_check: echo closed 1000$")
+            eq(s.stop(), 0, "exit status")
+    finally:
+        c.close()
+
+
+# run.py runs it alone: a browser takes both cores for a while.
+test_WS1_h2_chromium_over_tls.serial = True
