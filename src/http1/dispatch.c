@@ -254,6 +254,14 @@ static int hsts(const struct m0_host *h, m0_res *res)
         return m0_res_headerf(res, "Strict-Transport-Security", "max-age=%u", h->cfg.tls_hsts_s);
 }
 
+/* RFC 8441's extended CONNECT (HTTP/2) answered 2xx by a handler that took no WebSocket: a 2xx
+ * to a CONNECT opens its tunnel (RFC 9110 9.3.6), and none is there; the host answers 400 in
+ * its place, as a client's handshake to a route that opens none (D233). */
+static bool opens_no_tunnel(const m0_req *req, const m0_res *res)
+{
+        return req->protocol && res->status >= 200 && res->status < 300;
+}
+
 static void answer(struct m0_conn *c, m0_req *req, m0_res *res, bool is_head,
                    enum m0_conn_mode conn, bool on_pool)
 {
@@ -271,6 +279,11 @@ static void answer(struct m0_conn *c, m0_req *req, m0_res *res, bool is_head,
                 r = hsts(h, res);
         if (r == 0 && !res->coded)
                 m0__res_compress(h, req, res);
+        int status = 500; /* the host's answer, when the handler's cannot go out */
+        if (r == 0 && opens_no_tunnel(req, res)) {
+                status = 400;
+                r = -EPROTO;
+        }
         if (r == 0 && c->proto->respond)
                 r = c->proto->respond(c, res, is_head);
         else if (r == 0)
@@ -297,11 +310,13 @@ static void answer(struct m0_conn *c, m0_req *req, m0_res *res, bool is_head,
                             0)
                                 lines.len = 0;
                 }
-                struct m0_host_answer a = {.status = 500,
+                struct m0_host_answer a = {.status = status,
                                            .conn = M0__CONN_CLOSE,
                                            .head_only = is_head,
                                            .headers = lines.data,
                                            .headers_len = lines.len,
+                                           .detail = status == 400 ? "this route opens no WebSocket"
+                                                                   : NULL,
                                            .req = req,
                                            .ret_body_len = &body_len,
                                            .emit = c->proto->respond ? emit : NULL,
@@ -311,7 +326,7 @@ static void answer(struct m0_conn *c, m0_req *req, m0_res *res, bool is_head,
                 conn = M0__CONN_CLOSE;
         }
         if (l->observe || h->cfg.access_log == M0_ACCESS_LINE)
-                note(c, M0_ANSWER_HANDLER, req, r < 0 ? 500 : res->status,
+                note(c, M0_ANSWER_HANDLER, req, r < 0 ? status : res->status,
                      l->wbuf.len - mark + file_bytes, body_len, on_pool);
         if (conn == M0__CONN_CLOSE && !c->proto->respond)
                 c->closing = true; /* an HTTP/2 stream's answer closes the stream alone */

@@ -283,6 +283,25 @@ def test_WS1_h2_refusals():
         eq(s.stop(), 0, "exit status")
 
 
+def test_WS1_h2_a_route_that_opens_no_websocket():
+    """An extended CONNECT to a route whose handler answers 200 without taking a WebSocket is
+    answered 400, not 200: a 2xx to a CONNECT would open a tunnel that is not there (RFC 9110
+    9.3.6; D233), on the loop as on the pool; the access line says 400; the same GET as GET is
+    200."""
+    env = {"M0_THREADS": 1, "M0_BLOCKING_THREADS": 1, "M0_ACCESS_LOG": "on"}
+    with Server("host_check", env=env) as s:
+        s.wait_ready()
+        m = Mux(s.port)
+        eq(m.connect(1, "/health"), 400, "CONNECT websocket to /health")
+        eq(m.connect(3, "/slow?ms=1"), 400, "... to a pool route")
+        m.pump(lambda: m.streams[1]["end"] and m.streams[3]["end"], what="the refusals' ends")
+        check(b"this route opens no WebSocket" in m.streams[1]["body"], m.streams[1]["body"])
+        eq(m.request(5, "/health"), (200, b"ok\n"), "GET /health on the same connection")
+        s.wait_log(r"GET /health 400 \d+ \(h2\)$")
+        m.close()
+        eq(s.stop(), 0, "exit status")
+
+
 def test_WS1_h2_counter_bus_messages():
     """counter's /ws?counter=NAME over HTTP/2 (WS2): three POSTs arrive as three messages with
     their ids and values 1, 2, 3, exact JSON; a second WebSocket with last_event_id of the
