@@ -91,7 +91,8 @@ extern const struct m0_proto_ops m0__proto_http1;
  */
 struct m0_carrier_ops {
         bool wire; /* its transport is the socket's: the loop's bytes in and out count its own */
-        /* wslay wants to read (`rd`) and/or to write (`wr`) next: wait for it. 0 or -errno. */
+        /* The protocol wants to read (`rd`) and/or to write (`wr`) next: wait for it. 0 or
+         * -errno. */
         int (*want)(struct m0_conn *c, bool rd, bool wr);
         /* Its timer at `deadline` (ms), `wait` saying what for in the protocol's terms. */
         void (*arm)(struct m0_conn *c, uint8_t wait, uint64_t deadline);

@@ -619,7 +619,13 @@ const struct m0_proto_ops m0__proto_ws = {
         .event = ws_event,
 };
 
-const struct m0_proto_ops m0__proto_ws_stream = {
+/* The protocol of an HTTP/2 stream's stand-in connection, which its HTTP/2 connection calls for
+ * the stream's events (D231): `readable` when DATA came, `writable` when its windows let bytes
+ * go, `timer` for its own timer (M0_TIMER_WS_STREAM), `drain` at the stop, `closed` when the
+ * stream is gone; sse.c cuts it through `closed` too (a channel's refused frames), as `send`,
+ * which takes no bytes, tells it the WebSocket is one stream of a connection. `closed` ends the
+ * WebSocket (1006 unless its end is known), its on_close once, and cuts its carrier. */
+static const struct m0_proto_ops proto_ws_stream = {
         .name = "websocket",
         .readable = ws_readable,
         .writable = ws_writable,
@@ -727,7 +733,7 @@ static struct m0_conn *switch_stream(struct m0_conn *c, struct m0_ws *ws, m0_res
         struct m0_conn *e = c->proto->tunnel(c, ws ? res : NULL);
         if (!e)
                 return NULL;
-        e->proto = &m0__proto_ws_stream;
+        e->proto = &proto_ws_stream;
         ws->carrier = &m0__h2_carrier;
         res->upgrade.status = 200;
         return e;

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* ws.h: ws.c and ws-bus.c, WebSocket over an HTTP/1.1 connection (RFC 6455; SPEC WS1-WS4) or an
  * HTTP/2 stream (RFC 8441): the upgrade's checks and the 101 (or 200), the protocol a connection
- * switches to (struct m0_proto_ops), what carries its frames,
- * wslay's event context over the connection's transport, the bounds, the drain, and the bus's
- * events as text messages. The framing is wslay's; m0 has none of its own. */
+ * switches to (struct m0_proto_ops), wslay's event context over what carries its frames, the
+ * bounds, the drain, and the bus's events as text messages. The framing is wslay's; m0 has none
+ * of its own. */
 #ifndef M0_WS_H
 #define M0_WS_H
 
@@ -62,13 +62,6 @@ struct m0_ws {
 
 /* The protocol of an upgraded connection. */
 extern const struct m0_proto_ops m0__proto_ws;
-/* ... and of an HTTP/2 stream's stand-in connection, which its HTTP/2 connection calls for the
- * stream's events (D231): `readable` when DATA came, `writable` when its windows let bytes go,
- * `timer` for its own timer (M0_TIMER_WS_STREAM), `drain` at the stop, `closed` when the stream
- * is gone; sse.c cuts it through `closed` too (a channel's refused frames), as `send`, which
- * takes no bytes, tells it the WebSocket is one stream of a connection. `closed` ends the
- * WebSocket (1006 unless its end is known), its on_close once, and cuts its carrier. */
-extern const struct m0_proto_ops m0__proto_ws_stream;
 
 /* The longest frame sequence one message may be (WS3): more is closed 1009. */
 #define M0__WS_MAX_FRAGMENTS 4096
