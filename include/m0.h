@@ -583,7 +583,9 @@ typedef struct m0_ws_callbacks {
  * base64 and `Sec-WebSocket-Version: 13`, and the route's origins (m0_route.ws_origins). When
  * the handler returns, the host answers 101 (with the headers the handler added) and the
  * connection speaks WebSocket; the channels the handler followed with m0_res_subscribe() come
- * as text messages. Returns 0; or -EPROTO, for the handler to return, and the host answers its
+ * as text messages. Over HTTP/2 the same route and handler take RFC 8441's extended CONNECT
+ * (`:protocol websocket`, seen as a GET): the version and the origins are checked alike, the
+ * answer is `:status 200` and the stream carries the WebSocket. Returns 0; or -EPROTO, for the handler to return, and the host answers its
  * refusal: 400 (not a WebSocket handshake), 426 with `Sec-WebSocket-Version: 13` (no upgrade
  * asked, or another version), 403 (a foreign Origin); -EPERM on a pool thread (the host answers
  * 409 whatever the handler returns); -EIO when the handshake's digest cannot be made. `cb` may

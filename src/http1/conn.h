@@ -70,10 +70,39 @@ struct m0_proto_ops {
         /* Optional (NULL: m0__conn_resume): answers were queued outside the protocol's own
          * reading (a pool job came back): send them and go on. */
         void (*resume)(struct m0_conn *c);
+        /* Optional (NULL: the connection itself switches, as HTTP/1.1's 101 does): the request
+         * being answered (`c->h2_stream`) becomes a tunnel (RFC 8441, D230): `res`'s head is
+         * answered 200 and the stand-in connection returned, a connection of the loop's in name
+         * only whose transport reads and writes the stream's DATA; its `proto`, `up` and
+         * `upgraded` are the caller's to set, and its first event (EPOLLOUT) comes in a later
+         * item of the turn. NULL when the stream was reset meanwhile, or with `res` NULL (the
+         * caller has no memory): the stream is then reset. */
+        struct m0_conn *(*tunnel)(struct m0_conn *c, const m0_res *res);
 };
 
 /* HTTP/1.1 (conn.c). */
 extern const struct m0_proto_ops m0__proto_http1;
+
+/*
+ * What carries a protocol that took over from another (a WebSocket, D231): its own connection,
+ * switched from HTTP/1.1 (ws.c's), or one HTTP/2 stream (RFC 8441, h2.c's m0__h2_carrier), whose
+ * stand-in connection reads and writes the stream's DATA through its transport. The protocol
+ * reads and writes through `c->tr` either way; this says the rest. The loop's thread.
+ */
+struct m0_carrier_ops {
+        bool wire; /* its transport is the socket's: the loop's bytes in and out count its own */
+        /* The protocol wants to read (`rd`) and/or to write (`wr`) next: wait for it. 0 or
+         * -errno. */
+        int (*want)(struct m0_conn *c, bool rd, bool wr);
+        /* Its timer at `deadline` (ms), `wait` saying what for in the protocol's terms. */
+        void (*arm)(struct m0_conn *c, uint8_t wait, uint64_t deadline);
+        /* Ended now (the carrier broke, a bound passed, a timer ran out), its end already
+         * recorded: the carrier closes (the protocol's `closed` may run meanwhile). */
+        void (*cut)(struct m0_conn *c);
+        /* Ended in order, let go of already: both Closes went, and the server ends its side
+         * first (RFC 6455 7.1.1; RFC 8441 5: END_STREAM). */
+        void (*finish)(struct m0_conn *c);
+};
 
 struct m0_h2;
 

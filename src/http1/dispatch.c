@@ -259,6 +259,14 @@ static int tls_fields(const struct m0_host *h, m0_res *res)
         return r;
 }
 
+/* RFC 8441's extended CONNECT (HTTP/2) answered 2xx by a handler that took no WebSocket: a 2xx
+ * to a CONNECT opens its tunnel (RFC 9110 9.3.6), and none is there; the host answers 400 in
+ * its place, as a client's handshake to a route that opens none (D233). */
+static bool opens_no_tunnel(const m0_req *req, const m0_res *res)
+{
+        return req->protocol && res->status >= 200 && res->status < 300;
+}
+
 static void answer(struct m0_conn *c, m0_req *req, m0_res *res, bool is_head,
                    enum m0_conn_mode conn, bool on_pool)
 {
@@ -276,6 +284,11 @@ static void answer(struct m0_conn *c, m0_req *req, m0_res *res, bool is_head,
                 r = tls_fields(h, res);
         if (r == 0 && !res->coded)
                 m0__res_compress(h, req, res);
+        int status = 500; /* the host's answer, when the handler's cannot go out */
+        if (r == 0 && opens_no_tunnel(req, res)) {
+                status = 400;
+                r = -EPROTO;
+        }
         if (r == 0 && c->proto->respond)
                 r = c->proto->respond(c, res, is_head);
         else if (r == 0)
@@ -302,11 +315,13 @@ static void answer(struct m0_conn *c, m0_req *req, m0_res *res, bool is_head,
                             0)
                                 lines.len = 0;
                 }
-                struct m0_host_answer a = {.status = 500,
+                struct m0_host_answer a = {.status = status,
                                            .conn = M0__CONN_CLOSE,
                                            .head_only = is_head,
                                            .headers = lines.data,
                                            .headers_len = lines.len,
+                                           .detail = status == 400 ? "this route opens no WebSocket"
+                                                                   : NULL,
                                            .req = req,
                                            .ret_body_len = &body_len,
                                            .emit = c->proto->respond ? emit : NULL,
@@ -316,7 +331,7 @@ static void answer(struct m0_conn *c, m0_req *req, m0_res *res, bool is_head,
                 conn = M0__CONN_CLOSE;
         }
         if (l->observe || h->cfg.access_log == M0_ACCESS_LINE)
-                note(c, M0_ANSWER_HANDLER, req, r < 0 ? 500 : res->status,
+                note(c, M0_ANSWER_HANDLER, req, r < 0 ? status : res->status,
                      l->wbuf.len - mark + file_bytes, body_len, on_pool);
         if (conn == M0__CONN_CLOSE && !c->proto->respond)
                 c->closing = true; /* an HTTP/2 stream's answer closes the stream alone */
@@ -333,18 +348,19 @@ static void begin_stream(struct m0_conn *c, const m0_req *req, const m0_res *res
 }
 
 /* The handler accepted an upgrade (WS1): its protocol writes the 101 and takes the connection,
- * which parses no more HTTP/1.1; counted and logged as its request's answer. */
+ * which parses no more HTTP/1.1 (or answers 200 and takes the HTTP/2 stream, D230); counted and
+ * logged as its request's answer. */
 static void upgrade(struct m0_conn *c, m0_req *req, m0_res *res)
 {
         struct m0_hctx *l = c->loop;
         size_t mark = l->wbuf.len;
+        res->upgrade.status = 500;
         res->upgrade.begin(c, req, res);
         /* the protocol read the request too (a WebSocket's last_event_id indexes its query):
          * the loop's next request must not find that index, as after a handler (route.c) */
         m0__req_end(req);
         if (l->observe || l->host->cfg.access_log == M0_ACCESS_LINE)
-                note(c, M0_ANSWER_HANDLER, req, c->upgraded ? 101 : 500, l->wbuf.len - mark, 0,
-                     false);
+                note(c, M0_ANSWER_HANDLER, req, res->upgrade.status, l->wbuf.len - mark, 0, false);
 }
 
 /* Hand the request to the loop's pool (P1). False when there is no memory for the job: it is
@@ -424,6 +440,7 @@ void m0__conn_dispatch(struct m0_conn *c)
         req->loop = l->index;
         req->thread = -1;
         req->http_minor = (uint8_t)c->parser.http_minor;
+        req->protocol = NULL;
         /* H7: an HTTP/1.0 connection is kept only when it asked, and then says so. */
         enum m0_conn_mode conn = !keep                       ? M0__CONN_CLOSE
                                  : c->parser.http_minor == 0 ? M0__CONN_KEEP_ALIVE

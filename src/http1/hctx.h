@@ -39,9 +39,13 @@ enum m0_timer_class {
         M0_TIMER_LINGER,    /* closing: drain the client's bytes for a while */
         M0_TIMER_HANDSHAKE, /* a transport's handshake: tls_handshake_timeout_ms (TL6) */
         M0_TIMER_WS,        /* an open WebSocket: its next ping, or its idle bound (src/ws/) */
-        M0_TIMER_N,
+        M0_TIMER_N,         /* the classes above are connections': the stop walks them */
+        /* A WebSocket on an HTTP/2 stream (D231): its ping, idle, stall and close bounds, on the
+         * stream's stand-in connection; the stop and its bound reach it through its HTTP/2
+         * connection, never as a connection of the loop's. */
+        M0_TIMER_WS_STREAM = M0_TIMER_N,
 };
-_Static_assert(M0_TIMER_N <= M0_TIMER_CLASSES, "the loop keeps M0_TIMER_CLASSES classes");
+_Static_assert(M0_TIMER_WS_STREAM < M0_TIMER_CLASSES, "the loop keeps M0_TIMER_CLASSES classes");
 
 /* struct m0_hctx's `observe` bits. */
 #define M0_OBSERVE_METRICS 1u /* a metrics listener is set up: count for the scrape */

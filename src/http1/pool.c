@@ -83,7 +83,7 @@ struct m0_job *m0__job_new(struct m0_conn *c, const m0_req *req)
 {
         size_t size = sizeof(struct m0_header) * req->nheaders + str_size(req->method) +
                       str_size(req->path) + str_size(req->query) + req->body_len + 1 +
-                      req->params.len;
+                      req->params.len + (req->protocol ? str_size(req->protocol) : 0);
         for (size_t i = 0; i < req->nheaders; i++)
                 size += str_size(req->headers[i].name) + str_size(req->headers[i].value);
         struct m0_job *job = calloc(1, sizeof(*job));
@@ -107,6 +107,7 @@ struct m0_job *m0__job_new(struct m0_conn *c, const m0_req *req)
         job->req.path = put(&at, req->path);
         job->req.path_len = req->path_len;
         job->req.query = put(&at, req->query);
+        job->req.protocol = req->protocol ? put(&at, req->protocol) : NULL;
         /* The route's captures, decoded on the loop: offsets into a copy of their own. */
         job->req.route = req->route;
         job->req.nparams = req->nparams;

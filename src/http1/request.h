@@ -40,6 +40,9 @@ struct m0_req {
         int loop;
         int thread;
         uint8_t http_minor;      /* HTTP/1.x's x */
+        /* HTTP/2's extended CONNECT (RFC 8441): its `:protocol` ("websocket"), the request then
+         * being the app's GET (D230); NULL for every other request */
+        const char *protocol;
         unsigned json_max_depth; /* M0_JSON_MAX_DEPTH, copied in when the request is made */
         /* Made by the helpers a handler calls, and ended by m0__req_end() when it returns. */
         bool scratch;        /* one of the below is set */

@@ -13,10 +13,12 @@ struct m0_conn;
 struct m0_hctx;
 
 /* An upgrade the handler accepted (m0_res_websocket(), src/ws/): instead of answering, dispatch
- * hands the connection to `begin`, which writes the 101 and switches its protocol. Set on the
- * loop only; cleared before each handler runs. */
+ * hands the connection to `begin`, which writes the 101 and switches its protocol (or, on an
+ * HTTP/2 stream, answers 200 and gives the stream to it, D230), leaving in `status` what it
+ * answered. Set on the loop only; cleared before each handler runs. */
 struct m0_upgrade {
         void (*begin)(struct m0_conn *c, m0_req *req, m0_res *res);
+        int status;
         const void *cb; /* the protocol's callbacks, and their state */
         void *state;
         char accept[32]; /* Sec-WebSocket-Accept */

@@ -486,7 +486,7 @@ static void close_if_behind(void *ud, struct m0_sub *sub)
         if (c->cursor >= bh->last)
                 return; /* opened after the refused frames: it has them already */
         if (c->upgraded) {
-                m0__conn_close(c); /* a WebSocket: its client reconnects with its last id */
+                cut(c); /* a WebSocket: its client reconnects with its last id */
                 bh->closed++;
                 return;
         }

@@ -27,6 +27,9 @@
 #define H2_MAX_SETTINGS 32
 /* Bytes gathered from the session before one write. */
 #define H2_OUT_CHUNK (64 * 1024)
+/* Bytes of a WebSocket's frames a stream keeps while its windows are shut; wslay keeps the rest,
+ * within M0_WS_MAX_QUEUED (D231). */
+#define H2_WS_OUT_BYTES (16 * 1024)
 
 /* One request stream, from its HEADERS until nghttp2 closes it. */
 struct h2_stream {
@@ -36,6 +39,7 @@ struct h2_stream {
         uint32_t nfields;                /* regular fields, :authority counted as Host */
         size_t head_bytes;               /* what the head would take as HTTP/1.1's lines */
         ssize_t method, path, authority; /* offsets into `fields`, -1 when absent */
+        ssize_t protocol;                /* ... RFC 8441's :protocol */
         ssize_t query;                   /* ... of the query, once the path is cut at its '?' */
         struct m0_buf cookie;            /* the cookie fields, joined with "; " (RFC 9113 8.2.3) */
         bool has_host;
@@ -60,6 +64,15 @@ struct h2_stream {
          * `ending` once its last byte is there. */
         struct m0_conn *sse;
         bool ending;
+        /* An extended CONNECT (RFC 8441, D230): `tunnel`; once a WebSocket took it, `ws` is its
+         * stand-in connection (D231), and `in` holds the client's DATA its wslay has not read
+         * (the windows open as it reads); `ws_blocked` while wslay waits for `out` to empty. */
+        bool tunnel;
+        bool ws_blocked;
+        bool in_shut; /* its wslay reads no more: what comes is dropped, its windows opened */
+        struct m0_conn *ws;
+        struct m0_buf in;
+        size_t in_off;
 };
 
 struct m0_h2 {
@@ -71,6 +84,8 @@ struct m0_h2 {
         bool goaway;            /* its last one, or the idle timeout's */
         bool ended;             /* its ending GOAWAY is queued: what comes is ignored */
         uint32_t nevents;       /* its event streams (HT3): it is not idle while any */
+        uint32_t nws;           /* its WebSockets (D231): nor while any; each has its bounds */
+        bool freeing;           /* its session is going: its WebSockets move no more bytes */
 };
 
 static void h2_send(struct m0_h2 *h);
@@ -114,6 +129,16 @@ static void drop_body(struct m0_h2 *h, struct h2_stream *st)
 static void stream_free(struct m0_h2 *h, struct h2_stream *st)
 {
         m0__list_unlink(&h->streams, &st->link);
+        if (st->ws) { /* a reset stream (or connection) ends its WebSocket, 1006 (RFC 8441 5) */
+                struct m0_conn *e = st->ws;
+                st->ending = true; /* nothing more is sent on it: it is gone */
+                if (e->up)
+                        e->proto->closed(e); /* which cuts its carrier (tunnel_cut) */
+                m0__timer_unfile(&e->loop->loop, &e->timer);
+                m0__turn_forget(&e->loop->loop, &e->task);
+                free(e);
+                h->nws--;
+        }
         if (st->sse) { /* its channels are followed no more (a client's RST_STREAM, HT3) */
                 m0__sse_unlink(st->sse);
                 free(st->sse);
@@ -123,6 +148,7 @@ static void stream_free(struct m0_h2 *h, struct h2_stream *st)
         m0__buf_free(&st->cookie);
         m0__buf_free(&st->body);
         m0__buf_free(&st->out);
+        m0__buf_free(&st->in);
         if (st->file_fd >= 0)
                 close(st->file_fd);
         free(st);
@@ -137,7 +163,7 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *ud
         if (!st)
                 return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* this stream is reset */
         st->id = f->hd.stream_id;
-        st->method = st->path = st->authority = st->query = -1;
+        st->method = st->path = st->authority = st->query = st->protocol = -1;
         st->file_fd = -1;
         if (h->c->loop->observe)
                 st->t_start = m0__now_ns();
@@ -214,6 +240,8 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
                 st->path = off;
         else if (is(name, nl, ":authority"))
                 st->authority = off;
+        else if (is(name, nl, ":protocol"))
+                st->protocol = off;
         return 0;
 }
 
@@ -250,7 +278,9 @@ static void index_head(struct m0_h2 *h, struct h2_stream *st, m0_req *req)
                 req->headers[n++] = (struct m0_header){"cookie", st->cookie.data};
         }
         req->nheaders = n;
-        req->method = value_at(st, st->method);
+        /* RFC 8441's CONNECT is the app's GET, as the upgrade over HTTP/1.1 is (D230) */
+        req->method = st->tunnel ? "GET" : value_at(st, st->method);
+        req->protocol = st->tunnel ? value_at(st, st->protocol) : NULL;
         char *path = value_at(st, st->path);
         char *q = strchr(path, '?');
         if (q) { /* a request with a body is indexed again when it is whole (above) */
@@ -315,7 +345,7 @@ static void dispatch(struct m0_h2 *h, struct h2_stream *st)
         struct m0_conn *c = h->c;
         struct m0_hctx *l = c->loop;
         st->answered = true;
-        int method = m0__method_number(value_at(st, st->method));
+        int method = st->tunnel ? HTTP_GET : m0__method_number(value_at(st, st->method));
         if (method < 0) {
                 refuse(h, st, 400); /* as llhttp refuses a method it does not know */
                 return;
@@ -325,7 +355,9 @@ static void dispatch(struct m0_h2 *h, struct h2_stream *st)
         c->t_start = st->t_start;
         c->nreq++;
         l->requests++;
-        m0__dispatch(c, &l->req, method, st->has_body, method == HTTP_HEAD, M0__CONN_KEEP);
+        /* a tunnel's DATA are no body: they are its WebSocket's */
+        m0__dispatch(c, &l->req, method, st->has_body && !st->tunnel, method == HTTP_HEAD,
+                     M0__CONN_KEEP);
         drop_body(h, st); /* the pool's job took a copy */
 }
 
@@ -344,6 +376,18 @@ static void head_whole(struct m0_h2 *h, struct h2_stream *st, bool end_stream)
         }
         if (st->method < 0 || st->path < 0) {
                 refuse(h, st, 405); /* CONNECT (RFC 9110 9.3.6), as over HTTP/1.1 */
+                return;
+        }
+        if (st->protocol >= 0) {
+                /* RFC 8441's extended CONNECT (nghttp2 checked its pseudo-headers): a WebSocket's
+                 * is routed now, its DATA being the tunnel's; any other protocol is none m0
+                 * implements (D232) */
+                if (strcmp(value_at(st, st->protocol), "websocket") != 0) {
+                        refuse(h, st, 501);
+                        return;
+                }
+                st->tunnel = true;
+                dispatch(h, st);
                 return;
         }
         if (end_stream) {
@@ -429,14 +473,17 @@ static ssize_t read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t le
                 return got;
         }
         size_t n = st->out.len - st->out_off;
-        if (n == 0 && st->sse && !st->ending)
+        bool open_ended = st->sse || st->ws;
+        if (n == 0 && open_ended && !st->ending)
                 return NGHTTP2_ERR_DEFERRED; /* an event stream waits for its next bytes */
         if (n > len)
                 n = len;
         memcpy(buf, st->out.data + st->out_off, n);
         st->out_off += n;
-        if (st->out_off == st->out.len && (!st->sse || st->ending))
+        if (st->out_off == st->out.len && (!open_ended || st->ending))
                 *flags |= NGHTTP2_DATA_FLAG_EOF;
+        if (st->ws && st->ws_blocked && n) /* its WebSocket may write again */
+                m0__turn_defer(&st->ws->loop->loop, &st->ws->task, EPOLLOUT);
         return (ssize_t)n;
 }
 
@@ -447,7 +494,7 @@ static ssize_t read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t le
 static void kick(struct m0_h2 *h)
 {
         struct m0_conn *c = h->c;
-        if (c->tr.fd >= 0 && !c->lingering)
+        if (c->tr.fd >= 0 && !c->lingering && !h->freeing)
                 m0__turn_defer(&c->loop->loop, &c->task, EPOLLOUT);
 }
 
@@ -652,6 +699,257 @@ out:
         return r;
 }
 
+/* ---- WebSockets on streams (RFC 8441, D230, D231) ---- */
+
+/* The transport of a stream's stand-in connection: the stream's buffered DATA in and out. */
+static struct h2_stream *tunnel_of(struct m0_transport *t, struct m0_h2 **ret_h)
+{
+        *ret_h = M0__CONTAINER_OF(t, struct m0_conn, tr)->h2;
+        return t->impl;
+}
+
+/* What the client sent on the stream, its windows opened by what is taken (flow control ends
+ * at wslay's reading: a WebSocket that stops reading stops its client); 0 once the client ended
+ * its side (a FIN, RFC 8441 5) and all of it was read. */
+static ssize_t tunnel_read(struct m0_transport *t, void *buf, size_t len)
+{
+        struct m0_h2 *h;
+        struct h2_stream *st = tunnel_of(t, &h);
+        size_t left = st->in.len - st->in_off;
+        if (!left) {
+                if (st->req_done || h->freeing)
+                        return 0;
+                t->want = M0_WANT_READ;
+                return -EAGAIN;
+        }
+        size_t n = left < len ? left : len;
+        memcpy(buf, st->in.data + st->in_off, n);
+        st->in_off += n;
+        if (st->in_off == st->in.len)
+                st->in.len = st->in_off = 0;
+        if (!h->freeing) {
+                (void)nghttp2_session_consume(h->s, st->id, n);
+                kick(h); /* its WINDOW_UPDATEs */
+        }
+        return (ssize_t)n;
+}
+
+/* Frames to the stream's DATA: the stream keeps at most H2_WS_OUT_BYTES that its windows did
+ * not let go, so a write may take part of what it is given, or -EAGAIN until they do (read_body
+ * wakes it); the rest waits in wslay's queue, within M0_WS_MAX_QUEUED. */
+static ssize_t tunnel_writev(struct m0_transport *t, const struct iovec *iov, int n)
+{
+        struct m0_h2 *h;
+        struct h2_stream *st = tunnel_of(t, &h);
+        if (st->ending || h->freeing)
+                return -EPIPE;
+        size_t left = st->out.len - st->out_off;
+        if (left >= H2_WS_OUT_BYTES) {
+                t->want = M0_WANT_WRITE;
+                return -EAGAIN;
+        }
+        if (st->out_off) {
+                memmove(st->out.data, st->out.data + st->out_off, left);
+                st->out.len = left;
+                st->out_off = 0;
+        }
+        size_t room = H2_WS_OUT_BYTES - left, total = 0;
+        for (int i = 0; i < n && total < room; i++) {
+                size_t k = iov[i].iov_len < room - total ? iov[i].iov_len : room - total;
+                if (m0__buf_append(&st->out, iov[i].iov_base, k) < 0) {
+                        if (!total)
+                                return -ENOMEM;
+                        break;
+                }
+                total += k;
+        }
+        (void)nghttp2_session_resume_data(h->s, st->id);
+        kick(h);
+        return (ssize_t)total;
+}
+
+static ssize_t tunnel_sendfile(struct m0_transport *t, int fd, off_t *off, size_t n)
+{
+        (void)t;
+        (void)fd;
+        (void)off;
+        (void)n;
+        return -EOPNOTSUPP; /* a WebSocket sends no file */
+}
+
+static int tunnel_shutdown(struct m0_transport *t)
+{
+        (void)t;
+        return 0;
+}
+
+static void tunnel_close(struct m0_transport *t)
+{
+        t->fd = -1;
+}
+
+static const struct m0_transport_ops tunnel_transport = {
+        .name = "h2 stream",
+        .read = tunnel_read,
+        .writev = tunnel_writev,
+        .sendfile = tunnel_sendfile,
+        .shutdown = tunnel_shutdown,
+        .close = tunnel_close,
+};
+
+/* The stand-in's place on the run queue: the stream's events, which its HTTP/2 connection
+ * found inside libnghttp2's callbacks, reach its WebSocket outside them. */
+static void tunnel_run(struct m0_task *t, uint32_t events)
+{
+        struct m0_conn *e = M0__CONTAINER_OF(t, struct m0_conn, task);
+        (void)m0__turn_take(&e->loop->loop);
+        if (e->up && (events & EPOLLOUT))
+                e->proto->writable(e);
+        if (e->up && (events & EPOLLIN))
+                e->proto->readable(e);
+        m0__hctx_deliver_pending(e->loop);
+}
+
+static void tunnel_timer(struct m0_timer *t)
+{
+        struct m0_conn *e = M0__CONTAINER_OF(t, struct m0_conn, timer);
+        if (e->up)
+                e->proto->timer(e); /* which files it again, or cuts it */
+        else
+                m0__timer_unfile(&e->loop->loop, &e->timer);
+}
+
+/* An HTTP/1.1 WebSocket that reads no more leaves the client's bytes in the socket, where TCP
+ * holds them; a stream's would hold the connection's window shut for every other stream. */
+static void tunnel_shut_in(struct m0_conn *e, struct h2_stream *st)
+{
+        struct m0_h2 *h = e->h2;
+        size_t unread = st->in.len - st->in_off;
+        st->in_shut = true;
+        st->in.len = st->in_off = 0;
+        if (unread && !h->freeing) {
+                (void)nghttp2_session_consume(h->s, st->id, unread);
+                kick(h);
+        }
+}
+
+static int tunnel_want(struct m0_conn *e, bool rd, bool wr)
+{
+        struct h2_stream *st = e->tr.impl;
+        uint32_t ev = 0;
+        if (!rd && !st->in_shut) /* wslay reads no more once it stops (its Close came, or m0's) */
+                tunnel_shut_in(e, st);
+        st->ws_blocked = wr;
+        if (wr && st->out.len - st->out_off < H2_WS_OUT_BYTES)
+                ev |= EPOLLOUT;
+        if (rd && st->in.len > st->in_off)
+                ev |= EPOLLIN;
+        if (ev)
+                m0__turn_defer(&e->loop->loop, &e->task, ev);
+        return 0;
+}
+
+static void tunnel_arm(struct m0_conn *e, uint8_t wait, uint64_t deadline)
+{
+        (void)wait; /* the WebSocket keeps what it waits for */
+        m0__timer_file(&e->loop->loop, &e->timer, M0_TIMER_WS_STREAM, deadline);
+}
+
+/* Its stream reset (CANCEL: RFC 8441 5's abnormal end), unless it is gone already; the
+ * stand-in is freed with the stream. */
+static void tunnel_cut(struct m0_conn *e)
+{
+        struct h2_stream *st = e->tr.impl;
+        struct m0_h2 *h = e->h2;
+        m0__timer_unfile(&e->loop->loop, &e->timer);
+        m0__turn_forget(&e->loop->loop, &e->task);
+        if (!st->ending && !h->freeing) {
+                st->ending = true;
+                (void)nghttp2_submit_rst_stream(h->s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+                kick(h);
+        }
+}
+
+/* Its stream ends after what it holds: its last DATA carries END_STREAM. */
+static void tunnel_finish(struct m0_conn *e)
+{
+        struct h2_stream *st = e->tr.impl;
+        struct m0_h2 *h = e->h2;
+        m0__timer_unfile(&e->loop->loop, &e->timer);
+        m0__turn_forget(&e->loop->loop, &e->task);
+        if (st->ending || h->freeing)
+                return;
+        st->ending = true;
+        (void)nghttp2_session_resume_data(h->s, st->id);
+        kick(h);
+}
+
+const struct m0_carrier_ops m0__h2_carrier = {
+        .wire = false, /* the connection counts its bytes */
+        .want = tunnel_want,
+        .arm = tunnel_arm,
+        .cut = tunnel_cut,
+        .finish = tunnel_finish,
+};
+
+/* The tunnel's HEADERS: 200, Server, Date and the app's fields; no Content-Length (RFC 9110
+ * 9.3.6: none in a 2xx to CONNECT). Its DATA come as its WebSocket writes them. */
+static int answer_tunnel(struct m0_h2 *h, struct h2_stream *st, const m0_res *res)
+{
+        struct m0_hctx *l = h->c->loop;
+        size_t cap = 3 + res->head.len / 4 + 1;
+        nghttp2_nv stack_nv[32];
+        char stack_low[1024];
+        nghttp2_nv *nv = cap <= 32 ? stack_nv : malloc(cap * sizeof(*nv));
+        char *low = res->head.len <= sizeof(stack_low) ? stack_low : malloc(res->head.len);
+        int r = -ENOMEM;
+        if (!nv || !low)
+                goto out;
+        size_t n = 0;
+        nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NONE};
+        nv[n++] = (nghttp2_nv){(uint8_t *)"server", (uint8_t *)"m0", 6, 2, NGHTTP2_NV_FLAG_NONE};
+        if (l->loop.date_len > 8)
+                nv[n++] = (nghttp2_nv){(uint8_t *)"date", (uint8_t *)l->loop.date + 6, 4,
+                                       l->loop.date_len - 8, NGHTTP2_NV_FLAG_NONE};
+        n += app_fields(&res->head, low, nv + n);
+        nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_body};
+        r = nghttp2_submit_response(h->s, st->id, nv, n, &prd) == 0 ? 0 : -EIO;
+out:
+        if (nv != stack_nv)
+                free(nv);
+        if (low != stack_low)
+                free(low);
+        return r;
+}
+
+/* conn.h's `tunnel`: the stream being answered becomes a WebSocket's (D231). */
+static struct m0_conn *h2_tunnel(struct m0_conn *c, const m0_res *res)
+{
+        struct m0_h2 *h = c->h2;
+        struct h2_stream *st = stream_of(h, c->h2_stream);
+        if (!st)
+                return NULL; /* reset meanwhile */
+        struct m0_conn *e = res ? calloc(1, sizeof(*e)) : NULL;
+        if (!e || answer_tunnel(h, st, res) < 0) {
+                free(e);
+                st->ending = true;
+                (void)nghttp2_submit_rst_stream(h->s, NGHTTP2_FLAG_NONE, st->id,
+                                                NGHTTP2_INTERNAL_ERROR);
+                kick(h);
+                return NULL;
+        }
+        e->loop = c->loop;
+        e->tr = (struct m0_transport){.ops = &tunnel_transport, .fd = -1, .impl = st};
+        e->task.run = tunnel_run;
+        e->timer.fire = tunnel_timer;
+        e->h2 = h;
+        e->h2_stream = st->id;
+        st->ws = e;
+        h->nws++;
+        m0__turn_defer(&c->loop->loop, &e->task, EPOLLOUT); /* its on_open, then its frames */
+        return e;
+}
+
 /* ---- the session's other events ---- */
 
 static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
@@ -666,6 +964,8 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
                 head_whole(h, st, end);
         if (end)
                 st->req_done = true; /* on HEADERS, DATA or the trailers' HEADERS */
+        if (end && st->ws && st->ws->up) /* its WebSocket reads the end (a FIN, RFC 8441 5) */
+                m0__turn_defer(&st->ws->loop->loop, &st->ws->task, EPOLLIN);
         if (end && !st->answered)
                 dispatch(h, st);
         return 0;
@@ -680,7 +980,14 @@ static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id, const ui
         (void)flags;
         struct m0_h2 *h = ud;
         struct h2_stream *st = stream_of(h, id);
-        if (!st || st->discard) {
+        if (st && st->ws && st->ws->up && !st->in_shut) {
+                /* a WebSocket's frames: the windows open as its wslay reads them (D231) */
+                if (m0__buf_append(&st->in, data, len) < 0)
+                        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* the stream is reset */
+                m0__turn_defer(&st->ws->loop->loop, &st->ws->task, EPOLLIN);
+                return 0;
+        }
+        if (!st || st->discard || st->tunnel) {
                 (void)nghttp2_session_consume(s, id, len);
                 return 0;
         }
@@ -725,6 +1032,8 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *
         if (st->held) /* the connection's window: the stream's is gone with it */
                 (void)nghttp2_session_consume_connection(s, st->held);
         st->held = 0;
+        if (st->in.len > st->in_off) /* ... and a WebSocket's unread DATA */
+                (void)nghttp2_session_consume_connection(s, st->in.len - st->in_off);
         drop_body(h, st);
         stream_free(h, st);
         return 0;
@@ -736,10 +1045,13 @@ static void h2_free(struct m0_h2 *h)
 {
         if (!h)
                 return;
-        nghttp2_session_del(h->s); /* no callback: the streams are freed below */
+        /* the streams first: a WebSocket's on_close may send to another of them, which then
+         * finds its stream going (`freeing`) rather than a session gone */
+        h->freeing = true;
         struct m0_link *n;
         while ((n = h->streams.head))
                 stream_free(h, M0__CONTAINER_OF(n, struct h2_stream, link));
+        nghttp2_session_del(h->s); /* no callback: the streams are freed */
         free(h);
 }
 
@@ -900,6 +1212,14 @@ static void h2_drain(struct m0_conn *c)
         m0__slice_begin(c);
         h->notice = true;
         (void)nghttp2_submit_shutdown_notice(h->s);
+        /* WS4 on each WebSocket stream: 1001 after its queued output, its stream ended when the
+         * client's Close came back; the last GOAWAY waits for them as for any stream */
+        for (struct m0_link *n = h->streams.head, *next; n; n = next) {
+                next = n->next; /* a drain that cuts its stream leaves it in place till it closes */
+                struct h2_stream *st = M0__CONTAINER_OF(n, struct h2_stream, link);
+                if (st->ws && st->ws->up)
+                        st->ws->proto->drain(st->ws);
+        }
         if (!c->loop->host->cfg.drain_idle_ms) {
                 last_goaway(h);
                 return;
@@ -913,7 +1233,7 @@ static void h2_timer(struct m0_conn *c)
         struct m0_h2 *h = c->h2;
         switch (c->timer.cls) {
         case M0_TIMER_IDLE:
-                if (c->jobs || h->nevents) {
+                if (c->jobs || h->nevents || h->nws) {
                         /* the pool answers, or event streams wait for events: m0 is the wait */
                         m0__timer_set(c, M0_TIMER_IDLE);
                         return;
@@ -970,6 +1290,8 @@ static int h2_session(struct m0_h2 *h, const struct m0_config *cfg)
                 {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, cfg->h2_max_streams},
                 {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, cfg->h2_window_bytes},
                 {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, cfg->max_head_bytes},
+                /* RFC 8441: WebSockets on streams (D230) */
+                {NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1},
         };
         r = nghttp2_submit_settings(h->s, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) == 0
                     ? 0
@@ -1012,4 +1334,5 @@ const struct m0_proto_ops m0__proto_h2 = {
         .start = h2_start,
         .respond = h2_respond,
         .resume = h2_resume,
+        .tunnel = h2_tunnel,
 };

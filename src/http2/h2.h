@@ -16,4 +16,8 @@
  */
 extern const struct m0_proto_ops m0__proto_h2;
 
+/* What carries a WebSocket on one of its streams (RFC 8441, D231): the stand-in connection its
+ * `tunnel` returns, whose transport reads the stream's DATA and writes DATA to it. */
+extern const struct m0_carrier_ops m0__h2_carrier;
+
 #endif /* M0_H2_H */

@@ -13,6 +13,7 @@
 
 #include "conn.h"
 #include "crash.h"
+#include "h2.h"
 #include "host.h"
 #include "json.h"
 #include "log.h"
@@ -147,13 +148,12 @@ static bool origin_ok(const m0_req *req)
         return false;
 }
 
-/* The handshake's checks, in RFC 6455 4.2.1's order; 0, or the host's refusal recorded. */
-static int check(m0_req *req)
+/* HTTP/1.1's own part of the handshake (RFC 6455 4.2.1 items 1-5): GET, Upgrade, Connection
+ * and the key; 0, or the host's refusal recorded. */
+static int check_upgrade(m0_req *req)
 {
-        static const char ver[] = "Sec-WebSocket-Version: 13\r\n";
         static const char up[] = "Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n";
         const char *upgrade = m0_req_header(req, "Upgrade");
-        const char *v = m0_req_header(req, "Sec-WebSocket-Version");
         int r = 0;
         if (strcmp(req->method, "GET") != 0 || req->http_minor < 1)
                 r = m0__req_refuse(req, -EPROTO, 400, "a WebSocket opens with GET over HTTP/1.1");
@@ -167,7 +167,20 @@ static int check(m0_req *req)
         else if (!key_ok(m0_req_header(req, "Sec-WebSocket-Key")))
                 r = m0__req_refuse(req, -EPROTO, 400,
                                    "Sec-WebSocket-Key is not 16 bytes in base64");
-        else if (!v || strcmp(v, "13") != 0) {
+        return r;
+}
+
+/* The handshake's checks, in RFC 6455 4.2.1's order; 0, or the host's refusal recorded. An
+ * HTTP/2 stream's extended CONNECT has neither Upgrade, Connection nor a key (RFC 8441 5): its
+ * `:protocol` said websocket already (h2.c); the version and the Origin are checked alike. */
+static int check(m0_req *req)
+{
+        static const char ver[] = "Sec-WebSocket-Version: 13\r\n";
+        const char *v = m0_req_header(req, "Sec-WebSocket-Version");
+        int r = req->protocol ? 0 : check_upgrade(req);
+        if (r < 0)
+                return r;
+        if (!v || strcmp(v, "13") != 0) {
                 r = m0__req_refuse(req, -EPROTO, v ? 426 : 400, "Sec-WebSocket-Version must be 13");
                 if (v)
                         req->refusal.headers = ver;
@@ -188,7 +201,8 @@ int m0_res_websocket(m0_res *res, const m0_ws_callbacks *cb, void *state)
         int r = check(req);
         if (r < 0)
                 return r;
-        if (accept_of(m0_req_header(req, "Sec-WebSocket-Key"), res->upgrade.accept) < 0)
+        if (!req->protocol && accept_of(m0_req_header(req, "Sec-WebSocket-Key"),
+                                        res->upgrade.accept) < 0)
                 return -EIO;
         res->upgrade.begin = ws_begin;
         res->upgrade.cb = cb;
@@ -244,7 +258,7 @@ static ssize_t recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, in
         if (n > 0) {
                 ws->read_left -= (uint32_t)n;
                 ws->last_in_ms = c->loop->loop.now_ms;
-                if (c->loop->observe & M0_OBSERVE_METRICS)
+                if ((c->loop->observe & M0_OBSERVE_METRICS) && ws->carrier->wire)
                         m0__count(&c->loop->stats.bytes_in, (uint64_t)n);
                 return n;
         }
@@ -266,7 +280,7 @@ static ssize_t send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t 
         ssize_t w = m0__transport_write(&c->tr, data, len);
         c->wwant = w == -EAGAIN ? (uint8_t)c->tr.want : 0;
         if (w >= 0) {
-                if (c->loop->observe & M0_OBSERVE_METRICS)
+                if ((c->loop->observe & M0_OBSERVE_METRICS) && ws->carrier->wire)
                         m0__count(&c->loop->stats.bytes_out, (uint64_t)w);
                 return w;
         }
@@ -404,6 +418,15 @@ static void let_go(struct m0_ws *ws)
         m0_ws_unref(ws);
 }
 
+/* It ended now (its end recorded): its carrier closes, and lets go of it. */
+static void cut(struct m0_ws *ws)
+{
+        struct m0_conn *c = ws->c;
+        ws->carrier->cut(c); /* a connection's close lets go of it already (ws_closed) */
+        if (c->up == ws)
+                let_go(ws);
+}
+
 static uint64_t next_deadline(const struct m0_ws *ws, const struct m0_config *cfg)
 {
         uint64_t idle = ws->last_in_ms + cfg->idle_timeout_ms;
@@ -423,11 +446,12 @@ static uint64_t next_deadline(const struct m0_ws *ws, const struct m0_config *cf
 static void settle(struct m0_ws *ws)
 {
         struct m0_conn *c = ws->c;
+        const struct m0_carrier_ops *k = ws->carrier;
         struct m0_hctx *l = ws->loop;
         const struct m0_config *cfg = &l->host->cfg;
         if (ws->broken) {
                 end(ws, 1006);
-                m0__conn_close(c);
+                cut(ws);
                 return;
         }
         if (ws->drain && !ws->close_wait && !atomic_load(&ws->closing) &&
@@ -437,32 +461,36 @@ static void settle(struct m0_ws *ws)
                 (void)wslay_event_send(ws->ctx);
                 if (ws->broken) {
                         end(ws, 1006);
-                        m0__conn_close(c);
+                        cut(ws);
                         return;
                 }
         }
         bool rd = wslay_event_want_read(ws->ctx), wr = wslay_event_want_write(ws->ctx);
         if (!rd && !wr) {
                 let_go(ws);
-                m0__conn_downgrade_end(c); /* the server closes the TCP connection (7.1.1) */
+                k->finish(c); /* the server ends its side first (7.1.1) */
                 return;
         }
-        if (m0__conn_want(c, (rd ? EPOLLIN : 0) | (wr ? EPOLLOUT : 0)) < 0) {
+        if (k->want(c, rd, wr) < 0) {
                 end(ws, 1006);
-                m0__conn_close(c);
+                cut(ws);
                 return;
         }
         if (wr) {
-                if (c->timer.cls != M0_TIMER_WRITE)
-                        m0__wait_write(c);
+                if (ws->wait != M0__WS_WAIT_WRITE) {
+                        ws->wait = M0__WS_WAIT_WRITE;
+                        k->arm(c, ws->wait, l->loop.now_ms + cfg->idle_timeout_ms);
+                }
         } else if (wslay_event_get_close_sent(ws->ctx)) {
                 if (!ws->close_wait) {
                         ws->close_wait = true; /* the client's Close, within the linger */
-                        m0__timer_file(&l->loop, &c->timer, M0_TIMER_LINGER,
-                                       l->loop.now_ms + (cfg->linger_ms ? cfg->linger_ms : 1));
+                        ws->wait = M0__WS_WAIT_CLOSE;
+                        k->arm(c, ws->wait,
+                               l->loop.now_ms + (cfg->linger_ms ? cfg->linger_ms : 1));
                 }
         } else {
-                m0__timer_file(&l->loop, &c->timer, M0_TIMER_WS, next_deadline(ws, cfg));
+                ws->wait = M0__WS_WAIT_PING;
+                k->arm(c, ws->wait, next_deadline(ws, cfg));
         }
 }
 
@@ -516,12 +544,11 @@ static void ws_timer(struct m0_conn *c)
         struct m0_hctx *l = ws->loop;
         const struct m0_config *cfg = &l->host->cfg;
         uint64_t now = l->loop.now_ms;
-        if (c->timer.cls != M0_TIMER_WS || now >= ws->last_in_ms + cfg->idle_timeout_ms) {
+        if (ws->wait != M0__WS_WAIT_PING || now >= ws->last_in_ms + cfg->idle_timeout_ms) {
                 /* the write stall, the close handshake's bound, or the idle bound: no Close can
                  * be expected to reach a client this silent */
-                m0__timer_unlink(c);
                 end(ws, 1006);
-                m0__conn_close(c);
+                cut(ws);
                 return;
         }
         if (cfg->ws_ping_ms && now >= ws->last_ping_ms + cfg->ws_ping_ms) {
@@ -546,14 +573,35 @@ static void ws_drain(struct m0_conn *c)
         if (c->up == ws && wslay_event_want_write(ws->ctx)) {
                 m0__count(&l->streams_unread, 1);
                 end(ws, 1006);
-                m0__conn_close(c);
+                cut(ws);
         }
 }
 
+/* Its connection closes: it ends, and is let go of. */
 static void ws_closed(struct m0_conn *c)
 {
         if (c->up)
                 let_go(c->up);
+}
+
+/* A stream's WebSocket cut by sse.c (its channel refused frames it would miss): its client
+ * reconnects with its last id, as over HTTP/1.1. */
+static void ws_stream_cut(struct m0_conn *c)
+{
+        struct m0_ws *ws = c->up;
+        if (!ws)
+                return;
+        end(ws, 1006);
+        cut(ws);
+}
+
+/* No event-stream bytes go through a WebSocket: it has `event`. */
+static int ws_stream_send(struct m0_conn *c, const void *data, size_t len)
+{
+        (void)c;
+        (void)data;
+        (void)len;
+        return -EPIPE;
 }
 
 static int ws_event(struct m0_conn *c, const struct m0_frame *f)
@@ -571,6 +619,61 @@ const struct m0_proto_ops m0__proto_ws = {
         .event = ws_event,
 };
 
+/* The protocol of an HTTP/2 stream's stand-in connection, which its HTTP/2 connection calls for
+ * the stream's events (D231): `readable` when DATA came, `writable` when its windows let bytes
+ * go, `timer` for its own timer (M0_TIMER_WS_STREAM), `drain` at the stop, `closed` when the
+ * stream is gone; sse.c cuts it through `closed` too (a channel's refused frames), as `send`,
+ * which takes no bytes, tells it the WebSocket is one stream of a connection. `closed` ends the
+ * WebSocket (1006 unless its end is known), its on_close once, and cuts its carrier. */
+static const struct m0_proto_ops proto_ws_stream = {
+        .name = "websocket",
+        .readable = ws_readable,
+        .writable = ws_writable,
+        .timer = ws_timer,
+        .drain = ws_drain,
+        .closed = ws_stream_cut,
+        .event = ws_event,
+        .send = ws_stream_send,
+};
+
+/* ---- its own connection as its carrier (HTTP/1.1's, switched) ---- */
+
+static int conn_want(struct m0_conn *c, bool rd, bool wr)
+{
+        return m0__conn_want(c, (rd ? EPOLLIN : 0) | (wr ? EPOLLOUT : 0));
+}
+
+static void conn_arm(struct m0_conn *c, uint8_t wait, uint64_t deadline)
+{
+        struct m0_loop *el = &c->loop->loop;
+        switch (wait) {
+        case M0__WS_WAIT_WRITE:
+                if (c->timer.cls != M0_TIMER_WRITE)
+                        m0__wait_write(c);
+                break;
+        case M0__WS_WAIT_CLOSE: m0__timer_file(el, &c->timer, M0_TIMER_LINGER, deadline); break;
+        default: m0__timer_file(el, &c->timer, M0_TIMER_WS, deadline); break;
+        }
+}
+
+static void conn_cut(struct m0_conn *c)
+{
+        m0__conn_close(c); /* which lets go of it (ws_closed) */
+}
+
+static void conn_finish(struct m0_conn *c)
+{
+        m0__conn_downgrade_end(c); /* the server closes the TCP connection (7.1.1) */
+}
+
+static const struct m0_carrier_ops conn_carrier = {
+        .wire = true,
+        .want = conn_want,
+        .arm = conn_arm,
+        .cut = conn_cut,
+        .finish = conn_finish,
+};
+
 /* The 101 (4.2.2 item 5), with the headers the handler added. */
 static int switching(struct m0_hctx *l, const m0_res *res, struct m0_buf *w)
 {
@@ -586,32 +689,71 @@ static int switching(struct m0_hctx *l, const m0_res *res, struct m0_buf *w)
         return r;
 }
 
-/* After the handler accepted (dispatch.c's upgrade): the 101, then the connection is its. */
-static void ws_begin(struct m0_conn *c, m0_req *req, m0_res *res)
+/* A new WebSocket with its wslay context, or NULL. */
+static struct m0_ws *ws_new(struct m0_hctx *l, const m0_res *res)
 {
-        struct m0_hctx *l = c->loop;
-        const struct m0_config *cfg = &l->host->cfg;
         struct m0_ws *ws = calloc(1, sizeof(*ws));
-        size_t mark = l->wbuf.len;
-        if (!ws || wslay_event_context_server_init(&ws->ctx, &callbacks, ws) != 0 ||
-            switching(l, res, &l->wbuf) < 0) {
+        if (!ws || wslay_event_context_server_init(&ws->ctx, &callbacks, ws) != 0) {
                 if (ws)
                         ws_free(ws);
-                l->wbuf.len = mark;
-                m0__conn_refuse(c, 503);
-                return;
+                return NULL;
         }
         atomic_init(&ws->refs, 1);
         ws->loop = l;
-        ws->c = c;
         ws->cb = res->upgrade.cb;
         ws->state = res->upgrade.state;
-        wslay_event_config_set_max_recv_msg_length(ws->ctx, cfg->ws_max_message);
-        c->upgraded = true;
+        wslay_event_config_set_max_recv_msg_length(ws->ctx, l->host->cfg.ws_max_message);
+        return ws;
+}
+
+/* HTTP/1.1's: the 101 in the loop's wbuf, then the connection is its carrier; `c`, or NULL
+ * (503 answered). */
+static struct m0_conn *switch_conn(struct m0_conn *c, struct m0_ws *ws, m0_res *res)
+{
+        struct m0_hctx *l = c->loop;
+        size_t mark = l->wbuf.len;
+        if (!ws || switching(l, res, &l->wbuf) < 0) {
+                l->wbuf.len = mark;
+                m0__conn_refuse(c, 503);
+                res->upgrade.status = 503;
+                return NULL;
+        }
         c->closing = false;
-        c->up = ws;
         c->proto = &m0__proto_ws;
         m0__timer_unlink(c);
+        ws->carrier = &conn_carrier;
+        res->upgrade.status = 101;
+        return c;
+}
+
+/* HTTP/2's (RFC 8441, D231): the stream answered 200, its stand-in connection the carrier; the
+ * stand-in, or NULL (the stream reset). */
+static struct m0_conn *switch_stream(struct m0_conn *c, struct m0_ws *ws, m0_res *res)
+{
+        struct m0_conn *e = c->proto->tunnel(c, ws ? res : NULL);
+        if (!e)
+                return NULL;
+        e->proto = &proto_ws_stream;
+        ws->carrier = &m0__h2_carrier;
+        res->upgrade.status = 200;
+        return e;
+}
+
+/* After the handler accepted (dispatch.c's upgrade): the 101 (or HTTP/2's 200), then the
+ * connection (or the stream) is its. */
+static void ws_begin(struct m0_conn *c, m0_req *req, m0_res *res)
+{
+        struct m0_hctx *l = c->loop;
+        struct m0_ws *ws = ws_new(l, res);
+        struct m0_conn *k = c->proto->tunnel ? switch_stream(c, ws, res) : switch_conn(c, ws, res);
+        if (!k) {
+                if (ws)
+                        ws_free(ws);
+                return;
+        }
+        ws->c = k;
+        k->upgraded = true;
+        k->up = ws;
         ws->last_in_ms = ws->last_ping_ms = l->loop.now_ms;
         if (l->observe & M0_OBSERVE_METRICS)
                 m0__count(&l->stats.ws_open, 1);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* ws.h: ws.c and ws-bus.c, WebSocket over an HTTP/1.1 connection (RFC 6455; SPEC WS1-WS4): the
- * upgrade's checks and the 101, the protocol a connection switches to (struct m0_proto_ops),
- * wslay's event context over the connection's transport, the bounds, the drain, and the bus's
- * events as text messages. The framing is wslay's; m0 has none of its own. */
+/* ws.h: ws.c and ws-bus.c, WebSocket over an HTTP/1.1 connection (RFC 6455; SPEC WS1-WS4) or an
+ * HTTP/2 stream (RFC 8441): the upgrade's checks and the 101 (or 200), the protocol a connection
+ * switches to (struct m0_proto_ops), wslay's event context over what carries its frames, the
+ * bounds, the drain, and the bus's events as text messages. The framing is wslay's; m0 has none
+ * of its own. */
 #ifndef M0_WS_H
 #define M0_WS_H
 
@@ -19,6 +20,14 @@ struct m0_conn;
 struct m0_frame;
 struct m0_hctx;
 
+/* struct m0_ws's `wait`: what its timer stands for. */
+enum {
+        M0__WS_WAIT_NONE = 0, /* the 101's rest (HTTP/1.1's own write stall) */
+        M0__WS_WAIT_PING,     /* its next ping, or its idle bound */
+        M0__WS_WAIT_WRITE,    /* output the client does not take: the write stall */
+        M0__WS_WAIT_CLOSE,    /* its Close is out: the client's, within the linger */
+};
+
 /*
  * One WebSocket. Its loop's thread alone touches it but for `refs` and `posted`, which any
  * thread sending to it changes, and `closing`, which the loop writes and senders read.
@@ -28,7 +37,9 @@ struct m0_ws {
         atomic_size_t posted; /* bytes of messages in the loop's mailbox for it */
         atomic_bool closing;  /* no more sends: its close is queued, or it is gone */
         struct m0_hctx *loop; /* its loop, for as long as it lives */
-        struct m0_conn *c;    /* its connection; NULL once that is closed */
+        struct m0_conn *c;    /* its connection (a stream's stand-in on HTTP/2); NULL once gone */
+        const struct m0_carrier_ops *carrier;
+        uint8_t wait; /* M0__WS_WAIT_*: what its timer is filed for */
         wslay_event_context_ptr ctx;
         const m0_ws_callbacks *cb;
         void *state;

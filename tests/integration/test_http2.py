@@ -580,6 +580,7 @@ def test_HT3_hundred_event_sources_in_chromium_on_one_connection():
 
 # run.py runs it alone: a browser takes both cores for a while.
 test_HT3_hundred_event_sources_in_chromium_on_one_connection.serial = True
+test_HT3_hundred_event_sources_in_chromium_on_one_connection.once = True  # a browser: the plain variant only (run.py, D235)
 
 
 def test_HT3_replay_heartbeats_and_the_drain():
@@ -731,7 +732,8 @@ def test_HT6_preface_and_settings():
         eq((type(f).__name__, "ACK" in f.flags), ("SettingsFrame", False), "first frame")
         eq(dict(f.settings), {SettingsFrame.MAX_CONCURRENT_STREAMS: 100,
                               SettingsFrame.INITIAL_WINDOW_SIZE: 65535,
-                              SettingsFrame.MAX_HEADER_LIST_SIZE: 32768}, "m0's SETTINGS")
+                              SettingsFrame.MAX_HEADER_LIST_SIZE: 32768,
+                              SettingsFrame.ENABLE_CONNECT_PROTOCOL: 1}, "m0's SETTINGS")
         acks = [f for f in iter(lambda: h.next(1), None)
                 if isinstance(f, SettingsFrame) and "ACK" in f.flags]
         eq(len(acks), 1, "6.5.3: the client's SETTINGS acknowledged once")

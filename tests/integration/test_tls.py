@@ -892,6 +892,7 @@ def test_TL8_chromium_page_and_event_source_over_tls():
 
 # run.py runs it alone: a browser takes both cores for a while.
 test_TL8_chromium_page_and_event_source_over_tls.serial = True
+test_TL8_chromium_page_and_event_source_over_tls.once = True  # a browser: the plain variant only (run.py, D235)
 
 
 # ---- a crowd of slow handshakes (TL6) ----
