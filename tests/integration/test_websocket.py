@@ -444,6 +444,37 @@ def test_WS2_gap_before_the_kept_events():
            [(ids[2], "m2", "message"), (ids[3], "m3", "message")], "the kept events after it")
 
 
+def test_WS2_every_follower_gets_each_frames_own_message():
+    """On one loop, each event's message is packed once and copied to every follower (D216):
+    followers of the channel, and replays of older events beside the live ones, each get each
+    frame's own message, in order, none another's (SPEC WS2)."""
+    with Server("ws_check", args=["--threads", "1"]) as s:
+        s.wait_ready()
+        c = s.connect()
+
+        def publish(body):
+            r = c.exchange("POST", "/publish?channel=room:1", body=body.encode())
+            eq(r.status, 200, "publish")
+            return r.json()["id"]
+
+        def got(ws, n):
+            return [(m["id"], m["channel"], m["data"])
+                    for m in (json.loads(ws.message()[1]) for _ in range(n))]
+
+        a, b = _raw(s, "/follow?channel=room:1"), _raw(s, "/follow?channel=room:1")
+        i0, i1 = publish("zero"), publish("one")
+        for ws in (a, b):
+            eq(got(ws, 2), [(i0, "room:1", "zero"), (i1, "room:1", "one")], "the live two")
+        # a replay of the frame the loop packed last, then one of an older frame first
+        late = _raw(s, f"/follow?channel=room:1&last_event_id={i0}")
+        eq(got(late, 1), [(i1, "room:1", "one")], "the replay after the first")
+        whole = _raw(s, f"/follow?channel=room:1&last_event_id={i0 - 1}")
+        eq(got(whole, 2), [(i0, "room:1", "zero"), (i1, "room:1", "one")], "the replay of both")
+        i2 = publish("two")
+        for ws in (a, b, late, whole):
+            eq(got(ws, 1), [(i2, "room:1", "two")], "the live one after the replays")
+
+
 # ---- the metrics: open, messages each way, closes by code ----
 
 def test_WS1_metrics():
