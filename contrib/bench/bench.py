@@ -2985,7 +2985,7 @@ def render_m12(res, json_rel):
             verdict = "" if r["target"] is None else (
                 f" {'yes' if r['meets'] else '**no**'} "
                 f"({sum(x <= r['target'] for x in r['cpu_by_round'])}/{len(r['cpu_by_round'])})")
-            cells.append(rounds_cell(r["cpu_median"], r["cpu_by_round"]) + verdict)
+            cells.append(rounds_cell(r["cpu_median"], r["cpu_by_round"], 3) + verdict)
         size = " · ".join(f"{med[(cell, a)]['bytes_per_req']:.0f}" if (cell, a) in med else "–"
                           for a in M12_ARMS)
         L.append(f"| {M12_CELL_NAMES[cell]} | " + " | ".join(cpu) + " | " + " | ".join(cells)
