@@ -475,6 +475,31 @@ def test_WS2_every_follower_gets_each_frames_own_message():
             eq(got(ws, 1), [(i2, "room:1", "two")], "the live one after the replays")
 
 
+def test_WS1_a_message_leaves_in_one_segment():
+    """A message's header and payload go out in one write (D217): over loopback, under
+    TCP_NODELAY, twenty echoes arrive in twenty segments or so, where a header written apart
+    from its payload made forty (the client's tcpi_segs_in, TCP_INFO)."""
+    import socket
+    import struct
+
+    def segs_in(sock):
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 192)
+        return struct.unpack_from("I", info, 140)[0]  # struct tcp_info's tcpi_segs_in
+
+    with Server("ws_check") as s:
+        s.wait_ready()
+        ws = _raw(s)
+        ws.send(frame(TEXT, b"warm"))
+        eq(ws.message(), (TEXT, b"warm"), "echo")
+        before = segs_in(ws.sock)
+        for i in range(20):
+            m = b"m%02d" % i + b"x" * 200
+            ws.send(frame(TEXT, m))
+            eq(ws.message(), (TEXT, m), f"echo {i}")
+        got = segs_in(ws.sock) - before
+        check(20 <= got <= 30, f"{got} segments came for 20 echoes")
+
+
 # ---- the metrics: open, messages each way, closes by code ----
 
 def test_WS1_metrics():
