@@ -500,6 +500,24 @@ def test_WS1_a_message_leaves_in_one_segment():
         check(20 <= got <= 30, f"{got} segments came for 20 echoes")
 
 
+def test_WS2_followers_of_two_channels_and_the_next_request_on_the_loop():
+    """A WebSocket's upgrade reads its query's last_event_id after its handler returned; the
+    loop's next request reads its own query, not the upgrade's: two WebSockets following two
+    channels each get their channel's events alone (SPEC WS2)."""
+    with Server("ws_check", args=["--threads", "1"]) as s:
+        s.wait_ready()
+        a, b = _raw(s, "/follow?channel=a"), _raw(s, "/follow?channel=b")
+        ids = []
+        for ch, body in (("a", "zero"), ("b", "one"), ("a", "two")):
+            r = s.connect().exchange("POST", f"/publish?channel={ch}", body=body.encode())
+            eq(r.status, 200, "publish")
+            ids.append(r.json()["id"])
+        got = [json.loads(a.message()[1]) for _ in range(2)] + [json.loads(b.message()[1])]
+        eq([(m["id"], m["channel"], m["data"]) for m in got],
+           [(ids[0], "a", "zero"), (ids[2], "a", "two"), (ids[1], "b", "one")],
+           "each channel's events to its follower")
+
+
 # ---- the metrics: open, messages each way, closes by code ----
 
 def test_WS1_metrics():
