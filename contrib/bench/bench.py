@@ -3172,6 +3172,8 @@ def main():
             ap.error(f"pinned needs two distinct CPUs of {sorted(cpus)}")
 
     LIB_ENV.update(build_env(a.build))
+    if {"m11", "m12"} & set(a.only) and not os.access(app_binary(a.build, "bench_app"), os.X_OK):
+        ap.error(f"M11 and M12 need apps/bench_app, which {a.build} lacks")
     b = Bench(a)
 
     def on_signal(sig, frame):
