@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """contrib/bench/bench.py: the measuring half of contrib/bench/run (SPEC M1, M2, M3, M7, the M8 part,
-cold start, parallel compute).
+M11, M12, cold start, parallel compute).
 
 contrib/bench/run installs the peers, builds m0 and the helpers, then runs this. It can be run
 alone on an existing build: bench.py --build BUILD_DIR --helpers DIR [options]. Standard library
@@ -11,6 +11,8 @@ import argparse
 import atexit
 import collections
 import datetime
+import gzip
+import http.client
 import json
 import math
 import os
@@ -44,6 +46,23 @@ M1_ORDER = ARMS + (M1_BASE,)
 ENDPOINTS = {"now": "/x/now", "search": "/x/search?sel=25"}
 # host_parallel's topologies (issue 8): (name, loops, pool threads per loop)
 PAR_TOPOLOGIES = (("1 loop", 1, 0), ("2 loops", 2, 0), ("2 loops + pool", 2, 2))
+# M11 (SPEC WS7): the arms, what each follows the channel by (wsload's protocol, the path),
+# the echo's message size, the bound on one fan-out, and the targets: m0's WebSocket CPU per
+# delivered message ÷ the reference's, at most the bound.
+M11_ARMS = ("m0-ws", "m0-sse", "node-ws")
+M11_FOLLOW = {"m0-ws": ("ws", "/follow?channel=hot"), "m0-sse": ("sse", "/events?channel=hot"),
+              "node-ws": ("ws", "/follow?channel=hot")}
+M11_ECHO_SIZE = 32
+M11_FANOUT_TIMEOUT_S = 120
+M11_TARGETS = (("m0-ws", "m0-sse", 1.2, "≤ 1.2× an event stream's (WS7)"),
+               ("m0-ws", "node-ws", 1 / 3, "≤ ⅓ of Node `ws`'s (WS7)"))
+# M12 (SPEC SF5): the servers, the cells (what each asks) and the target on files: m0's CPU per
+# request ≤ 0.95× each peer's; the compressed JSON is side by side, without a target.
+M12_ARMS = ("m0", "nginx", "h2o")
+M12_CELLS = ("1k", "1m", "304", "json")
+M12_CELL_NAMES = {"1k": "1 KiB file", "1m": "1 MiB file", "304": "304 (If-None-Match)",
+                  "json": "JSON, gzip"}
+M12_TARGET = 0.95
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
 
@@ -295,6 +314,41 @@ def port_listening(port):
     return False
 
 
+def http_fetch(port, path, headers=None, timeout=10.0):
+    """One GET through http.client (which undoes chunking): (status, headers with lower-case
+    names, body)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        c.request("GET", path, headers=headers or {})
+        r = c.getresponse()
+        body = r.read()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, body
+    finally:
+        c.close()
+
+
+def settle(pid, quiet_s=0.3, timeout=60.0):
+    """Wait until the process tree has used under 0.2 ms of CPU in each 50 ms for quiet_s: the
+    work of what came before (M11's handshakes) is done. False when it never got quiet."""
+    deadline = time.monotonic() + timeout
+    last, still = run_time_s(pid), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = run_time_s(pid)
+        if now - last > 0.0002:
+            still = time.monotonic()
+        last = now
+        if time.monotonic() - still >= quiet_s:
+            return True
+    return False
+
+
+def bench_json():
+    """M12's JSON: 200 todos as todo's list has them, about 10 KiB."""
+    return json.dumps([dict(id=i, title=f"todo number {i}", done=i % 3 == 0)
+                       for i in range(1, 201)], separators=(",", ":")) + "\n"
+
+
 # ---------------------------------------------------------------- wrk
 
 WRK_LUA = r"""
@@ -392,6 +446,15 @@ class Bench:
         with open(os.path.join(self.tmp, "now.json"), "w") as f:
             f.write(BODY)
         os.chmod(os.path.join(self.tmp, "now.json"), 0o644)
+        # M12's directory, which nginx's and h2o's configurations name at /f/ in every part
+        www = os.path.join(self.tmp, "www")
+        os.mkdir(www)
+        os.chmod(www, 0o755)
+        for name, data in (("1k.bin", bytes(range(256)) * 4), ("1m.bin", os.urandom(1 << 20)),
+                           ("data.json", bench_json().encode())):
+            with open(os.path.join(www, name), "wb") as f:
+                f.write(data)
+            os.chmod(os.path.join(www, name), 0o644)
         self.nproc = len(os.sched_getaffinity(0))
         self.nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
         self.port = a.port_base
@@ -484,14 +547,18 @@ class Bench:
 
     # ------------------------------------------------------------ wrk
 
-    def wrk_argv(self, port, path, conns, threads, duration, cpus=None, lua=None):
-        """wrk with --latency and the Lua script that prints its summary (WRK_LUA)."""
+    def wrk_argv(self, port, path, conns, threads, duration, cpus=None, lua=None, headers=()):
+        """wrk with --latency and the Lua script that prints its summary (WRK_LUA), and a -H
+        for each of `headers` ("Name: value")."""
         argv = ["wrk", "-t", str(threads), "-c", str(conns), "-d", f"{duration}s", "--latency",
-                "-s", lua or self.lua, f"http://127.0.0.1:{port}{path}"]
+                "-s", lua or self.lua]
+        for h in headers:
+            argv += ["-H", h]
+        argv.append(f"http://127.0.0.1:{port}{path}")
         return argv if cpus is None else ["taskset", "-c", str(cpus)] + argv
 
-    def wrk(self, port, path, conns, threads, duration, cpus, lua=None):
-        argv = self.wrk_argv(port, path, conns, threads, duration, cpus, lua)
+    def wrk(self, port, path, conns, threads, duration, cpus, lua=None, headers=()):
+        argv = self.wrk_argv(port, path, conns, threads, duration, cpus, lua, headers)
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                            timeout=duration + 60)
@@ -527,9 +594,9 @@ class Bench:
         w["client_cpu_s"] = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
         return w
 
-    def measure(self, p, port, path, conns, layout, duration, lua=None, rate=0):
-        """One row: wrk (h2load at `rate` requests a second, when given) against a running
-        server, with the server tree's CPU and RSS."""
+    def measure(self, p, port, path, conns, layout, duration, lua=None, rate=0, headers=()):
+        """One row: wrk (h2load at `rate` requests a second, when given; wrk with `headers`)
+        against a running server, with the server tree's CPU and RSS."""
         load = loadavg()
         b0, c0, t0 = machine_busy_s(), cpu_seconds(p.pid), thread_cpu(p.pid)
         if rate:
@@ -537,7 +604,7 @@ class Bench:
                                   layout["wrk_threads"])
         else:
             w = self.wrk(port, path, conns, layout["wrk_threads"], duration,
-                         layout["client_cpus"], lua)
+                         layout["client_cpus"], lua, headers)
         c1, b1, t1 = cpu_seconds(p.pid), machine_busy_s(), thread_cpu(p.pid)
         rss_tree, rss_main, nprocs = rss(p.pid)
         n = max(w["requests"], 1)
@@ -547,6 +614,8 @@ class Bench:
             requests=w["requests"], rps=round(w["requests"] / secs, 1),
             server_cpu_s=round(c1 - c0, 3), cpu_us_per_req=round((c1 - c0) * 1e6 / n, 3),
             client_cpu_us_per_req=round(w["client_cpu_s"] * 1e6 / n, 3),
+            # what came back per request, heads included (h2load's summary has no bytes)
+            bytes_per_req=round(w["bytes"] / n, 1) if "bytes" in w else None,
             p50_us=w["p50_us"], p90_us=w["p90_us"], p99_us=w["p99_us"], p999_us=w["p999_us"],
             max_us=w["max_us"], mean_us=w["mean_us"],
             errors=dict(connect=w["connect"], read=w["read"], write=w["write"],
@@ -1397,6 +1466,254 @@ class Bench:
                     r.stderr else None)
 
     # ------------------------------------------------------------ cold start
+
+    # ------------------------------------------------------------ M11
+
+    def node_ws(self):
+        """(node's argv head, NODE_PATH) for ws-node.js, or (None, why not)."""
+        node = shutil.which("node") or shutil.which("nodejs")
+        if not node:
+            return None, "no node"
+        try:
+            root = subprocess.run(["npm", "root", "-g"], capture_output=True, text=True,
+                                  timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            root = ""
+        if not root or not os.path.isdir(os.path.join(root, "ws")):
+            return None, "no `ws` where `npm root -g` says (contrib/deps installs it)"
+        return [node, os.path.join(HERE, "ws-node.js")], root
+
+    def m11_start(self, arm, port, n):
+        """An arm's server, pinned as M1's pinned layout pins one: bench_app with one loop (the
+        pings, the heartbeat and the idle bound off, so nothing but the load runs), or Node."""
+        lay = self.pinned()
+        if arm == "node-ws":
+            head, node_path = self.node_ws()
+            p, _ = self.start("node", lay, port, ready_path="/health", argv=head + [str(port)],
+                              env={"NODE_PATH": node_path})
+            return p
+        argv = [self.binp("bench_app"), "--port", str(port), "--threads", "1",
+                "--max-keepalive-requests", "0", "--blocking-threads", "0",
+                "--max-connections", str(n + 2000)]
+        env = {"M0_SSE_HEARTBEAT_MS": "0", "M0_WS_PING_MS": "0",
+               "M0_IDLE_TIMEOUT_MS": "600000"}
+        p, _ = self.start("bench_app", lay, port, ready_path="/health", env=env, argv=argv)
+        return p
+
+    def wsload(self, args, on_line):
+        """contrib/bench/wsload on the client's CPU; on_line(kind, rest) for each line it prints
+        ("ready", "whole"), then ("end", its JSON), which is returned with client_cpu_s."""
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        p = spawn([self.helper("wsload")] + args, self.logpath(f"wsload-{args[0]}"),
+                  cpus=self.a.client_cpu, stdout=subprocess.PIPE)
+        res = None
+        try:
+            for raw in p.stdout:
+                text = raw.decode().strip()
+                if text.startswith("{"):
+                    res = json.loads(text)
+                    on_line("end", res)
+                    break
+                kind, _, rest = text.partition(" ")
+                on_line(kind, rest)
+        finally:
+            stop(p)
+        if res is None:
+            raise RuntimeError(f"wsload {args[0]} ended without its summary; log "
+                               f"{self.logpath('wsload-' + args[0])}")
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        res["client_cpu_s"] = round((ru1.ru_utime + ru1.ru_stime)
+                                    - (ru0.ru_utime + ru0.ru_stime), 3)
+        return res
+
+    def m11_echo(self, p, port):
+        """Echo round trips on --m11-echo-conns WebSockets for --duration s, each connection
+        sending its next message when its echo is back; the server's CPU from ready to the
+        summary."""
+        a = self.a
+        mark = {}
+
+        def on(kind, rest):
+            if kind in ("ready", "end"):
+                mark[kind] = run_time_s(p.pid)
+        r = self.wsload(["echo", "127.0.0.1", str(port), "/echo", str(a.m11_echo_conns),
+                         str(a.duration), str(M11_ECHO_SIZE)], on)
+        n = max(r["echoes"], 1)
+        return dict(echo_open=r["open"], echo_failed=r["failed"], echoes=r["echoes"],
+                    echo_rate=round(r["echoes"] / max(r["seconds"], 1e-9), 1),
+                    echo_p50_us=r["p50_us"], echo_p99_us=r["p99_us"],
+                    echo_p999_us=r["p999_us"], echo_max_us=r["max_us"],
+                    echo_cpu_us=round((mark["end"] - mark["ready"]) * 1e6 / n, 3),
+                    echo_client_cpu_share=round(r["client_cpu_s"] / max(r["seconds"], 1e-9), 3))
+
+    def m11_fanout(self, p, port, arm, n, e):
+        """n connections follow a channel; e messages are published one at a time, each when
+        the one before reached every connection (wsload's "whole K"). The server's CPU from
+        the first publish to the last delivery, less its idle rate over the same time, ÷ the
+        messages delivered."""
+        proto, path = M11_FOLLOW[arm]
+        st = {}
+
+        def publish(k):
+            body = f"bench message {k:06d}".encode()
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            try:
+                c.request("POST", "/publish?channel=hot", body=body)
+                r = c.getresponse()
+                r.read()
+            finally:
+                c.close()
+            if r.status != 200:
+                raise RuntimeError(f"M11 {arm}: POST /publish: {r.status}")
+
+        def on(kind, rest):
+            if kind == "ready":
+                opened = int(rest.split()[0])
+                st["opened"] = opened
+                if opened != n:
+                    return  # wsload waits out its timeout; the row says so
+                settle(p.pid)  # the handshakes' work done
+                t0, c0 = time.monotonic(), run_time_s(p.pid)
+                time.sleep(1.0)
+                st["idle_per_s"] = (run_time_s(p.pid) - c0) / (time.monotonic() - t0)
+                st["t0"], st["c0"] = time.monotonic(), run_time_s(p.pid)
+                publish(1)
+            elif kind == "whole" and int(rest) < e:
+                publish(int(rest) + 1)
+            elif kind == "end":
+                st["t1"], st["c1"] = time.monotonic(), run_time_s(p.pid)
+        r = self.wsload(["fanout", proto, "127.0.0.1", str(port), path, str(n), str(e),
+                         str(M11_FANOUT_TIMEOUT_S)], on)
+        row = dict(followers=n, messages=e, followers_open=r["open"], delivered=r["messages"],
+                   every_message=bool(r["every_message"]) and r["messages"] == n * e,
+                   connect_ms=r["connect_ms"])
+        if "c0" in st:
+            wall = st["t1"] - st["t0"]
+            used = st["c1"] - st["c0"] - st["idle_per_s"] * wall
+            row.update(fanout_wall_s=round(wall, 3), fanout_cpu_s=round(used, 4),
+                       idle_cpu_per_s=round(st["idle_per_s"], 5),
+                       fanout_us_per_msg=round(used * 1e6 / max(r["messages"], 1), 4))
+        return row
+
+    def m11(self):
+        a = self.a
+        n, e = a.m11_followers, a.m11_messages
+        room = self.nofile - 200
+        if n > room:
+            self.note(f"M11: RLIMIT_NOFILE hard limit is {self.nofile}: {room} followers, "
+                      f"not {n}")
+            n = room
+        head, why = self.node_ws()
+        arms = M11_ARMS if head else tuple(x for x in M11_ARMS if x != "node-ws")
+        if not head:
+            self.note(f"M11: node-ws not run: {why}")
+        rows = []
+        for rnd in range(a.rounds):
+            k = rnd % len(arms)
+            for pos, arm in enumerate(arms[k:] + arms[:k]):
+                port = self.next_port()
+                log(f"M11 round {rnd + 1}/{a.rounds}: {arm} on :{port}")
+                p = self.m11_start(arm, port, n)
+                try:
+                    row = dict(round=rnd, position=pos, arm=arm)
+                    if arm != "m0-sse":
+                        row.update(self.m11_echo(p, port))
+                        log(f"  echo at {row['echo_open']} connections: {row['echo_rate']:.0f}"
+                            f"/s p50 {row['echo_p50_us']:.0f} us p99 {row['echo_p99_us']:.0f} "
+                            f"us, {row['echo_cpu_us']:.2f} us CPU each")
+                    row.update(self.m11_fanout(p, port, arm, n, e))
+                    if p.poll() is not None:
+                        self.note(f"M11 {arm} exited with {p.returncode} during the runs")
+                finally:
+                    stop(p)
+                rows.append(row)
+                log(f"  fan-out to {row['followers_open']}/{n}: {row['delivered']} delivered, "
+                    f"{row.get('fanout_us_per_msg', 'n/a')} us CPU per message")
+                if not row["every_message"]:
+                    self.note(f"M11 round {rnd + 1} {arm}: {row['delivered']} of {n * e} "
+                              f"messages delivered to {row['followers_open']} followers")
+        med, ratios = m11_summary(rows)
+        return dict(rows=rows, medians=med, ratios=ratios, followers=n, messages=e,
+                    echo_conns=a.m11_echo_conns, echo_size=M11_ECHO_SIZE,
+                    node_path=why if head else None, node_not_run=None if head else why)
+
+    # ------------------------------------------------------------ M12
+
+    def m12_check(self, arm, port):
+        """What each cell will ask, checked once: the files' bytes, the 304 for the ETag the
+        server gives, the JSON compressed by gzip and the same bytes unpacked. Returns the
+        cells' (path, headers), and the compressed JSON's bytes."""
+        www = os.path.join(self.tmp, "www")
+        cells = {}
+        for cell, name in (("1k", "1k.bin"), ("1m", "1m.bin")):
+            st, hd, body = http_fetch(port, f"/f/{name}")
+            with open(os.path.join(www, name), "rb") as f:
+                if st != 200 or body != f.read():
+                    raise RuntimeError(f"M12 {arm}: /f/{name} answered {st}, {len(body)} bytes")
+            cells[cell] = (f"/f/{name}", ())
+        etag = http_fetch(port, "/f/1k.bin")[1].get("etag")
+        st, _, _ = http_fetch(port, "/f/1k.bin", {"If-None-Match": etag or '"none"'})
+        if st != 304:
+            raise RuntimeError(f"M12 {arm}: If-None-Match {etag} answered {st}, not 304")
+        cells["304"] = ("/f/1k.bin", (f"If-None-Match: {etag}",))
+        gz = None
+        if arm != "h2o":  # h2o 2.2 compresses nothing here (no `compress` in M1's config)
+            path = "/json" if arm == "m0" else "/f/data.json"
+            st, hd, body = http_fetch(port, path, {"Accept-Encoding": "gzip"})
+            with open(os.path.join(www, "data.json"), "rb") as f:
+                want = f.read()
+            if st != 200 or hd.get("content-encoding") != "gzip" or \
+                    gzip.decompress(body) != want:
+                raise RuntimeError(f"M12 {arm}: {path} answered {st}, "
+                                   f"{hd.get('content-encoding')}, {len(body)} bytes")
+            cells["json"] = (path, ("Accept-Encoding: gzip",))
+            gz = len(body)
+        return cells, gz
+
+    def m12(self):
+        a = self.a
+        lay = self.pinned()
+        www = os.path.join(self.tmp, "www")
+        rows = []
+        for rnd in range(a.rounds):
+            k = rnd % len(M12_ARMS)
+            for pos, arm in enumerate(M12_ARMS[k:] + M12_ARMS[:k]):
+                port = self.next_port()
+                log(f"M12 round {rnd + 1}/{a.rounds}: {arm} on :{port}")
+                if arm == "m0":
+                    argv = [self.binp("bench_app"), "--port", str(port), "--threads", "1",
+                            "--max-keepalive-requests", "0", "--blocking-threads", "0"]
+                    env = {"M0_BENCH_WWW": www,
+                           "M0_BENCH_JSON": os.path.join(www, "data.json")}
+                    p, _ = self.start("bench_app", lay, port, ready_path="/health", env=env,
+                                      argv=argv)
+                else:
+                    p, _ = self.start(arm, lay, port, ready_path="/f/1k.bin")
+                try:
+                    cells, gz = self.m12_check(arm, port)
+                    if a.warmup > 0:
+                        self.wrk(port, "/f/1k.bin", a.m12_conns, 1, a.warmup,
+                                 lay["client_cpus"])
+                    for cell in M12_CELLS:
+                        if cell not in cells:
+                            continue
+                        path, headers = cells[cell]
+                        row = self.measure(p, port, path, a.m12_conns, lay, a.duration,
+                                           headers=headers)
+                        row.update(round=rnd, position=pos, arm=arm, cell=cell, path=path,
+                                   headers=list(headers))
+                        if cell == "json":
+                            row["body_bytes"] = gz
+                        rows.append(row)
+                        log(f"  {cell:4} {row['rps']:>9.0f} rps {row['cpu_us_per_req']:7.2f} "
+                            f"us/req {row['bytes_per_req']:>9.0f} B/req  errors "
+                            f"{row['errors_total']}")
+                        if row["errors_total"]:
+                            self.note(f"M12 round {rnd + 1} {arm} {cell}: {row['errors']}")
+                finally:
+                    stop(p)
+        med, ratios = m12_summary(rows)
+        return dict(rows=rows, medians=med, ratios=ratios, conns=a.m12_conns)
 
     def cold(self):
         a = self.a
@@ -2479,14 +2796,223 @@ def render_m7(res, json_rel):
     return "\n".join(L)
 
 
+# ---------------------------------------------------------------- M11, M12
+
+
+def m11_summary(rows):
+    """M11's medians per arm, over the rounds whose fan-out reached every follower (the echo's
+    over every round that had one), and each target's ratio within each round (m0-ws's CPU per
+    delivered message ÷ the reference's of the same round), their median and whether it meets
+    the bound; the echo's m0-ws ÷ node-ws ratios too, without a target."""
+    whole = [r for r in rows if r.get("every_message") and r.get("fanout_us_per_msg")]
+    med = {}
+    for arm in M11_ARMS:
+        rs = [r for r in rows if r["arm"] == arm]
+        if not rs:
+            continue
+        good = [r for r in whole if r["arm"] == arm]
+        m = dict(arm=arm, rounds=len(rs), rounds_whole=len(good),
+                 followers=max(r["followers"] for r in rs),
+                 fanout_by_round=[r["fanout_us_per_msg"] for r in good])
+        for f in ("fanout_us_per_msg", "connect_ms"):
+            v = [r[f] for r in good]
+            m[f] = round(statistics.median(v), 4) if v else None
+        echo = [r for r in rs if r.get("echoes")]
+        for f in ("echo_open", "echo_rate", "echo_p50_us", "echo_p99_us", "echo_cpu_us",
+                  "echo_client_cpu_share"):
+            m[f] = round(statistics.median(r[f] for r in echo), 3) if echo else None
+        med[arm] = m
+
+    def by_round(arm, ref, field, pool):
+        out = []
+        for r in pool:
+            x = [y for y in pool if y["arm"] == ref and y["round"] == r["round"]]
+            if r["arm"] == arm and x and x[0].get(field):
+                out.append(round(r[field] / x[0][field], 3))
+        return out
+    ratios = []
+    for arm, ref, bound, what in M11_TARGETS:
+        v = by_round(arm, ref, "fanout_us_per_msg", whole)
+        m = round(statistics.median(v), 3) if v else None
+        ratios.append(dict(arm=arm, ref=ref, field="fanout_us_per_msg", bound=round(bound, 4),
+                           what=what, by_round=v, median=m,
+                           meets=None if m is None else m <= bound))
+    echoed = [r for r in rows if r.get("echoes")]
+    for field in ("echo_cpu_us", "echo_p99_us"):
+        v = by_round("m0-ws", "node-ws", field, echoed)
+        ratios.append(dict(arm="m0-ws", ref="node-ws", field=field, bound=None, what=None,
+                           by_round=v, median=round(statistics.median(v), 3) if v else None,
+                           meets=None))
+    return med, ratios
+
+
+def m12_summary(rows):
+    """M12's medians per cell and server over the rounds, and m0 ÷ each peer within each round
+    (CPU per request and bytes per request), their medians, and for the files' cells whether
+    the CPU's median meets SF5's 0.95."""
+    med = []
+    for cell in M12_CELLS:
+        for arm in M12_ARMS:
+            rs = [r for r in rows if (r["cell"], r["arm"]) == (cell, arm)]
+            if not rs:
+                continue
+            m = dict(cell=cell, arm=arm, rounds=len(rs),
+                     errors_total=sum(r["errors_total"] for r in rs),
+                     body_bytes=rs[0].get("body_bytes"),
+                     cpu_by_round=[r["cpu_us_per_req"] for r in rs])
+            for f in ("rps", "cpu_us_per_req", "bytes_per_req", "p99_us", "other_cpu_share"):
+                m[f] = round(statistics.median(r[f] for r in rs), 3)
+            med.append(m)
+    ratios = []
+    for cell in M12_CELLS:
+        for peer in ("nginx", "h2o"):
+            cpu, size = [], []
+            for r in rows:
+                if (r["cell"], r["arm"]) != (cell, "m0"):
+                    continue
+                x = [y for y in rows if (y["cell"], y["arm"], y["round"]) ==
+                     (cell, peer, r["round"])]
+                if x and x[0]["cpu_us_per_req"]:
+                    cpu.append(round(r["cpu_us_per_req"] / x[0]["cpu_us_per_req"], 3))
+                    size.append(round(r["bytes_per_req"] / x[0]["bytes_per_req"], 3))
+            if not cpu:
+                continue
+            target = None if cell == "json" else M12_TARGET
+            m = round(statistics.median(cpu), 3)
+            ratios.append(dict(cell=cell, peer=peer, cpu_by_round=cpu, cpu_median=m,
+                               bytes_median=round(statistics.median(size), 3), target=target,
+                               meets=None if target is None else m <= target))
+    return med, ratios
+
+
+M11_BEGIN = ("<!-- bench:m11:begin (written by contrib/bench/run --only m11; edits here are "
+             "replaced) -->")
+M11_END = "<!-- bench:m11:end -->"
+M12_BEGIN = ("<!-- bench:m12:begin (written by contrib/bench/run --only m12; edits here are "
+             "replaced) -->")
+M12_END = "<!-- bench:m12:end -->"
+
+
+def run_line(res, json_rel):
+    """Which run a block comes from: its date, the exact command, the commit, the artifact."""
+    env = res["environment"]
+    commit = (env.get("m0_commit") or "?")[:12]
+    return (f"Run of {res['date']}: `{res['command']}`, m0 at {commit} "
+            f"({env.get('m0_source')}), {res['parameters']['rounds']} interleaved rounds, the "
+            f"order rotating; artifact [`{json_rel}`]({os.path.relpath(json_rel, 'doc')}).")
+
+
+def rounds_cell(v, by, digits=2, unit=""):
+    if v is None:
+        return "n/a"
+    return f"**{v:.{digits}f}{unit}** ({', '.join(f'{x:.{digits}f}' for x in by)})"
+
+
+def render_m11(res, json_rel):
+    m = res["m11"]
+    med = m["medians"]
+    L = ["#### M11: WebSocket, fan-out and echo (SPEC WS7)", "", run_line(res, json_rel), "",
+         f"Fan-out: {m['followers']} connections follow one channel, and {m['messages']} "
+         "messages are published one at a time, each when the one before reached every "
+         "connection; the server's CPU (every thread's `schedstat`) from the first publish to "
+         "the last delivery, less its idle rate, ÷ the messages delivered. A round counts when "
+         "every connection got every message.", "",
+         "| arm | what follows | rounds whole | CPU per delivered message, µs (median; the "
+         "rounds) | connecting, ms |", "|---|---|--:|---|--:|"]
+    what = {"m0-ws": "bench_app `/follow`, WebSocket", "m0-sse": "bench_app `/events`, event "
+            "stream", "node-ws": "ws-node.js `/follow`, Node `ws`"}
+    for arm in M11_ARMS:
+        x = med.get(arm)
+        if not x:
+            L.append(f"| {arm} | {what[arm]} | not run | | |")
+            continue
+        conn = "n/a" if x["connect_ms"] is None else f"{x['connect_ms']:.0f}"
+        L.append(f"| {arm} | {what[arm]} | {x['rounds_whole']}/{x['rounds']} | "
+                 f"{rounds_cell(x['fanout_us_per_msg'], x['fanout_by_round'], 3)} | {conn} |")
+    L += ["", "| target | m0-ws ÷ reference, the CPU per delivered message (median; the rounds) "
+          "| met |", "|---|---|---|"]
+    for r in m["ratios"]:
+        if r["bound"] is None:
+            continue
+        met = ("n/a" if r["meets"] is None else
+               f"{'yes' if r['meets'] else '**no**'} "
+               f"({sum(x <= r['bound'] for x in r['by_round'])}/{len(r['by_round'])})")
+        L.append(f"| {r['what']} | {rounds_cell(r['median'], r['by_round'], 3)} | {met} |")
+    L += ["", f"Echo: {m['echo_conns']} WebSockets, each sending a {m['echo_size']}-byte binary "
+          "message and the next as soon as its echo is back, for the run's duration; the round "
+          "trip from the send to the echo's last byte.", "",
+          "| arm | connections | echoes/s | p50, ms | p99, ms | server CPU per echo, µs | "
+          "client's CPU share |", "|---|--:|--:|--:|--:|--:|--:|"]
+    for arm in ("m0-ws", "node-ws"):
+        x = med.get(arm)
+        if not x or x["echo_rate"] is None:
+            continue
+        L.append(f"| {arm} | {x['echo_open']:.0f} | {x['echo_rate']:.0f} | "
+                 f"{ms(x['echo_p50_us'])} | {ms(x['echo_p99_us'])} | {x['echo_cpu_us']:.2f} | "
+                 f"{x['echo_client_cpu_share']:.2f} |")
+    for r in m["ratios"]:
+        if r["bound"] is None and r["median"] is not None:
+            name = {"echo_cpu_us": "CPU per echo", "echo_p99_us": "p99"}[r["field"]]
+            L.append("")
+            L.append(f"m0-ws ÷ node-ws, echo {name}: {rounds_cell(r['median'], r['by_round'])}.")
+    notes = [x for x in res.get("anomalies") or () if x.startswith("M11")]
+    if notes:
+        L += ["", "Anomalies: " + "; ".join(notes)]
+    return "\n".join(L) + "\n"
+
+
+def render_m12(res, json_rel):
+    m = res["m12"]
+    med = {(x["cell"], x["arm"]): x for x in m["medians"]}
+    L = ["#### M12: files and compression (SPEC SF5)", "", run_line(res, json_rel), "",
+         f"`wrk -t1 -c{m['conns']}` keep-alive, pinned as M1's pinned layout (server on one "
+         "CPU, one loop or worker; wrk on the other); server CPU per request from its process "
+         "tree's `/proc/<pid>/stat`; bytes per request as wrk read them, heads included.", "",
+         "| cell | m0 µs/req | nginx µs/req | h2o µs/req | m0 ÷ nginx (rounds) | m0 ÷ h2o "
+         "(rounds) | bytes/req m0 · nginx · h2o |", "|---|--:|--:|--:|---|---|---|"]
+    rat = {(r["cell"], r["peer"]): r for r in m["ratios"]}
+    for cell in M12_CELLS:
+        if not any((cell, a) in med for a in M12_ARMS):
+            continue
+        cpu = [f"{med[(cell, a)]['cpu_us_per_req']:.2f}" if (cell, a) in med else "n/a"
+               for a in M12_ARMS]
+        cells = []
+        for peer in ("nginx", "h2o"):
+            r = rat.get((cell, peer))
+            if not r:
+                cells.append("n/a")
+                continue
+            verdict = "" if r["target"] is None else (
+                f" {'yes' if r['meets'] else '**no**'} "
+                f"({sum(x <= r['target'] for x in r['cpu_by_round'])}/{len(r['cpu_by_round'])})")
+            cells.append(rounds_cell(r["cpu_median"], r["cpu_by_round"], 3) + verdict)
+        size = " · ".join(f"{med[(cell, a)]['bytes_per_req']:.0f}" if (cell, a) in med else "–"
+                          for a in M12_ARMS)
+        L.append(f"| {M12_CELL_NAMES[cell]} | " + " | ".join(cpu) + " | " + " | ".join(cells)
+                 + f" | {size} |")
+    gz = [f"{a} {med[('json', a)]['body_bytes']}" for a in M12_ARMS
+          if ("json", a) in med and med[("json", a)].get("body_bytes")]
+    L += ["", f"SF5's target on files: m0's CPU per request ≤ {M12_TARGET}× each peer's (yes/no "
+          "on the median of the rounds' ratios, and in how many rounds the round's own met it). "
+          "The JSON (200 todos, "
+          f"{len(bench_json())} bytes) is m0's `/json` compressed by the host (SF4, gzip level "
+          "6) against nginx's `gzip on` (level 6) of the same bytes as a file; h2o 2.2 "
+          "compresses nothing without its `compress` directive and is left out. The gzip "
+          "bodies: " + (", ".join(gz) if gz else "n/a") + " bytes."]
+    notes = [x for x in res.get("anomalies") or () if x.startswith("M12")]
+    if notes:
+        L += ["", "Anomalies: " + "; ".join(notes)]
+    return "\n".join(L) + "\n"
+
+
 BEGIN = "<!-- bench:results:begin (written by contrib/bench/run; edits here are replaced) -->"
 END = "<!-- bench:results:end -->"
 
 
 def doc_blocks(res, rel):
     """(text, begin marker, end marker) for each block of doc/performance.md this run
-    rewrites: the results section when it ran any part but placement, M7 and M8, and the
-    placement, M7 and M8 blocks when it ran those."""
+    rewrites: the results section when it ran any part but placement, M7, M8, M11 and M12, and
+    the blocks of those when it ran them."""
     out = []
     if any(res.get(k) for k in ("m1", "m2", "m3", "cold", "parallel")):
         out.append((render(res, rel), BEGIN, END))
@@ -2496,6 +3022,10 @@ def doc_blocks(res, rel):
         out.append((render_m7(res, rel), M7_BEGIN, M7_END))
     if res.get("m8"):
         out.append((render_m8(res, rel), M8_BEGIN, M8_END))
+    if res.get("m11"):
+        out.append((render_m11(res, rel), M11_BEGIN, M11_END))
+    if res.get("m12"):
+        out.append((render_m12(res, rel), M12_BEGIN, M12_END))
     return out
 
 
@@ -2532,9 +3062,9 @@ def main():
                     "(default 2, quick 1)")
     ap.add_argument("--layouts", help="pinned,wide (default both, quick pinned)")
     ap.add_argument("--conns", default="16,256", help="wrk connections (default 16,256)")
-    ap.add_argument("--only", default="m1,m2,m3,cold,parallel,placement,m7,m8",
+    ap.add_argument("--only", default="m1,m2,m3,cold,parallel,placement,m7,m8,m11,m12",
                     help="parts to run, comma-separated: m1, m2, m3, cold, parallel, "
-                    "placement, m7, m8 (default all)")
+                    "placement, m7, m8, m11, m12 (default all)")
     ap.add_argument("--server-cpu", type=int, default=1)
     ap.add_argument("--client-cpu", type=int, default=0)
     ap.add_argument("--wide-wrk-threads", type=int, default=2)
@@ -2574,6 +3104,13 @@ def main():
     ap.add_argument("--m8-every-ms", type=int, default=50, help="M8: the normal client asks "
                     "this often (50)")
     ap.add_argument("--m8-threads", type=int, default=2, help="M8: server threads (2)")
+    ap.add_argument("--m11-followers", type=int, default=10000, help="M11: WebSockets (and "
+                    "streams) following the channel (10000)")
+    ap.add_argument("--m11-messages", type=int, help="M11: messages published to them a round, "
+                    "one at a time (default 20, quick 5)")
+    ap.add_argument("--m11-echo-conns", type=int, default=1000, help="M11: WebSockets of the "
+                    "echo (1000)")
+    ap.add_argument("--m12-conns", type=int, default=16, help="M12: wrk connections (16)")
     ap.add_argument("--port-base", type=int, default=24100)
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "doc", "bench"))
     ap.add_argument("--doc", default=os.path.join(ROOT, "doc", "performance.md"))
@@ -2605,8 +3142,13 @@ def main():
     a.loss_hz = [int(x) for x in a.loss_hz.split(",")]
     a.cold_trials = a.cold_trials or (5 if q else 20)
     a.par_requests = a.par_requests or (5 if q else 20)
+    a.m11_messages = a.m11_messages or (5 if q else 20)
+    if a.m11_followers < 1 or a.m11_messages < 1 or a.m11_echo_conns < 1 or a.m12_conns < 1:
+        ap.error("--m11-followers, --m11-messages, --m11-echo-conns and --m12-conns take 1 "
+                 "or more")
     for x in a.only:
-        if x not in ("m1", "m2", "m3", "cold", "parallel", "placement", "m7", "m8"):
+        if x not in ("m1", "m2", "m3", "cold", "parallel", "placement", "m7", "m8", "m11",
+                     "m12"):
             ap.error(f"unknown part {x}")
     if (a.m8_slow < 1 or a.m8_drip_ms < 1 or a.m8_every_ms < 1 or a.m8_threads < 1 or
             a.m8_timeout_ms < 1000 or a.m8_timeout_ms % 1000):
@@ -2624,12 +3166,14 @@ def main():
     for x in a.layouts:
         if x not in ("pinned", "wide"):
             ap.error(f"unknown layout {x}")
-    if "pinned" in a.layouts or "m7" in a.only:
+    if "pinned" in a.layouts or {"m7", "m11", "m12"} & set(a.only):
         cpus = os.sched_getaffinity(0)
         if a.server_cpu not in cpus or a.client_cpu not in cpus or a.server_cpu == a.client_cpu:
             ap.error(f"pinned needs two distinct CPUs of {sorted(cpus)}")
 
     LIB_ENV.update(build_env(a.build))
+    if {"m11", "m12"} & set(a.only) and not os.access(app_binary(a.build, "bench_app"), os.X_OK):
+        ap.error(f"M11 and M12 need apps/bench_app, which {a.build} lacks")
     b = Bench(a)
 
     def on_signal(sig, frame):
@@ -2674,6 +3218,22 @@ def main():
                 loaded="wrk -t1 -c8 for the run's duration, unpinned; rps, p50/p99, and the "
                 "median of the times the handlers reported",
                 max_keepalive_requests=0),
+            m11=dict(
+                followers=a.m11_followers, messages=a.m11_messages,
+                echo_conns=a.m11_echo_conns, echo_size=M11_ECHO_SIZE,
+                m0="apps/bench_app --threads 1 --blocking-threads 0, M0_SSE_HEARTBEAT_MS=0 "
+                "M0_WS_PING_MS=0 M0_IDLE_TIMEOUT_MS=600000, pinned to --server-cpu",
+                node="contrib/bench/ws-node.js (Node `ws`, no per-message deflate), pinned "
+                "to --server-cpu", client="contrib/bench/wsload on --client-cpu",
+                cpu="every thread's schedstat of the server's tree"),
+            m12=dict(
+                conns=a.m12_conns, files="1k.bin (1024 B), 1m.bin (1 MiB), data.json "
+                f"({len(bench_json())} B) in one directory",
+                m0="apps/bench_app --threads 1 --blocking-threads 0, M0_BENCH_WWW at /f/, "
+                "M0_BENCH_JSON at /json (gzip level 6, the default)",
+                nginx="location /f/: alias, sendfile on, tcp_nopush on, gzip on, "
+                "gzip_comp_level 6, gzip_vary on; one worker",
+                h2o="/f: file.dir; one thread", wrk="-t1, pinned to --client-cpu"),
         ),
     )
     try:
@@ -2698,6 +3258,10 @@ def main():
             res["m7"] = b.m7()
         if "m8" in a.only:
             res["m8"] = b.m8()
+        if "m11" in a.only:
+            res["m11"] = b.m11()
+        if "m12" in a.only:
+            res["m12"] = b.m12()
     except BaseException:
         log(f"failed; logs kept in {b.tmp}")
         stop_all()

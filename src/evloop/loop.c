@@ -172,6 +172,11 @@ void m0__timer_unfile(struct m0_loop *l, struct m0_timer *t)
 
 void m0__timer_file(struct m0_loop *l, struct m0_timer *t, uint8_t cls, uint64_t deadline)
 {
+        /* Filed already where it would go: a WebSocket's settle files its unchanged idle
+         * deadline after every send, and the walk back from the tail past the others would
+         * make a fan-out to N sockets cost N² (D218). */
+        if (t->cls == cls && t->deadline == deadline)
+                return;
         m0__timer_unfile(l, t);
         struct m0_list *q = &l->timers[cls];
         struct m0_link *before = q->tail;

@@ -147,6 +147,7 @@ void m0__hctx_destroy(struct m0_hctx *x)
                 close(x->reserve_fd);
         x->reserve_fd = -1;
         free(x->rscratch);
+        free(x->ws_text.text);
         x->rscratch = NULL;
         free(x->req.headers);
         x->req.headers = NULL;

@@ -127,6 +127,15 @@ struct m0_hctx {
         m0_counter streams_unread; /* streams closed at the stop with frames their client had
                                       not taken */
         uint64_t next_heartbeat_ms;
+        /* The WebSocket message of the frame this loop last delivered to a WebSocket (WS2):
+         * every follower is sent the same text, so a frame is packed once per loop, not once
+         * per WebSocket (D216). Keyed by the frame and its id and seq; freed with the loop. */
+        struct m0_ws_text {
+                const void *frame;
+                uint64_t id, seq;
+                char *text;
+                size_t len;
+        } ws_text;
 
         /* The request the loop is serving, read by the watchdog; kept only when it is on. */
         pthread_mutex_t cur_lock;

@@ -12,6 +12,7 @@
 #include "conn.h"
 #include "host.h"
 #include "replay.h"
+#include "request.h"
 #include "sse.h"
 #include "ws.h"
 
@@ -43,6 +44,9 @@ int m0__ws_follow(struct m0_ws *ws, m0_req *req, const m0_res *res)
         uint64_t after = 0;
         /* the query's: a browser's WebSocket cannot set a header */
         bool replay = m0__sse_event_id(m0_req_query(req, "last_event_id"), &after);
+        /* The handler has returned and its request's index was let go (m0__req_end): the one
+         * this read made must go too, or the loop's next request reads this one's query. */
+        m0__req_end(req);
         struct m0_fvec got = {0};
         ws->bus = true;
         ws->in_io = true; /* the 101 is not out yet: what the replay queues waits for it */
@@ -66,23 +70,18 @@ int m0__ws_follow(struct m0_ws *ws, m0_req *req, const m0_res *res)
 
 /*
  * One of the bus's frames, an event as streams get it ("id: N\nevent: T\ndata: …\n\n"), as its
- * JSON object: the data's lines joined again with LF, the event `message` when it has no name
- * (as EventSource reads it), the id null for a transient event.
+ * JSON object's text: the data's lines joined again with LF, the event `message` when it has no
+ * name (as EventSource reads it), the id null for a transient event. NULL: no memory.
  */
-int m0__ws_event(struct m0_ws *ws, const struct m0_frame *f)
+static char *frame_text(const struct m0_frame *f)
 {
-        struct m0_conn *c = ws->c;
-        if (f->transient ? f->seq < c->seq : c->cursor >= f->id)
-                return 0; /* before it followed, or sent already (N2) */
-        if (!f->transient)
-                c->cursor = f->id;
         const char *p = f->bytes + f->start, *end = f->bytes + f->end;
         const char *event = "message";
         size_t en = 7;
         char *data = malloc((size_t)(end - p) + 1);
         size_t dn = 0;
         if (!data)
-                return 0;
+                return NULL;
         while (p < end) {
                 const char *e = memchr(p, '\n', (size_t)(end - p));
                 if (!e)
@@ -105,7 +104,34 @@ int m0__ws_event(struct m0_ws *ws, const struct m0_frame *f)
                                         f->chan, (size_t)f->chan_len, "event", event, en, "data",
                                         data, dn);
         free(data);
-        return send_json(ws, j) == 0;
+        char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        json_decref(j);
+        return text;
+}
+
+/* The frame's message, queued on `ws`. Its text is the loop's last one when that was packed for
+ * the same frame: a fan-out packs it for its first follower and copies it for the others (D216).
+ * wslay copies what it queues, so the text may be replaced by the next frame's at once. */
+int m0__ws_event(struct m0_ws *ws, const struct m0_frame *f)
+{
+        struct m0_conn *c = ws->c;
+        if (f->transient ? f->seq < c->seq : c->cursor >= f->id)
+                return 0; /* before it followed, or sent already (N2) */
+        if (!f->transient)
+                c->cursor = f->id;
+        struct m0_ws_text *t = &ws->loop->ws_text;
+        if (t->frame != f || t->id != f->id || t->seq != f->seq || !t->text) {
+                char *text = frame_text(f);
+                if (!text)
+                        return 0;
+                free(t->text);
+                t->frame = f;
+                t->id = f->id;
+                t->seq = f->seq;
+                t->text = text;
+                t->len = strlen(text);
+        }
+        return m0__ws_queue(ws, WSLAY_TEXT_FRAME, t->text, t->len) == 0;
 }
 
 void m0__ws_unfollow(struct m0_ws *ws)

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
+#include <sys/uio.h>
 
 #include <openssl/evp.h>
 
@@ -271,18 +272,40 @@ static ssize_t recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, in
         return -1;
 }
 
+/*
+ * wslay sends a frame's header and its payload in two calls, the header's flagged
+ * WSLAY_MSG_MORE: the header is held (14 bytes at most) and goes with the payload in one writev,
+ * so that a message is one system call and, under TCP_NODELAY, one segment, where it was two
+ * (D217). wslay is told the header went; when the write ends inside it, the rest stays held and
+ * the payload waits, as for a full socket.
+ */
 static ssize_t send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
                        void *ud)
 {
-        (void)flags;
         struct m0_ws *ws = ud;
         struct m0_conn *c = ws->c;
-        ssize_t w = m0__transport_write(&c->tr, data, len);
+        if ((flags & WSLAY_MSG_MORE) && !ws->nhold && len <= sizeof(ws->hold)) {
+                memcpy(ws->hold, data, len);
+                ws->nhold = (uint8_t)len;
+                return (ssize_t)len;
+        }
+        struct iovec iov[2] = {{.iov_base = ws->hold, .iov_len = ws->nhold},
+                               {.iov_base = (void *)data, .iov_len = len}};
+        int first = ws->nhold ? 0 : 1;
+        ssize_t w = c->tr.ops->writev(&c->tr, iov + first, 2 - first);
         c->wwant = w == -EAGAIN ? (uint8_t)c->tr.want : 0;
-        if (w >= 0) {
-                if ((c->loop->observe & M0_OBSERVE_METRICS) && ws->carrier->wire)
-                        m0__count(&c->loop->stats.bytes_out, (uint64_t)w);
-                return w;
+        if (w >= 0 && (c->loop->observe & M0_OBSERVE_METRICS) && ws->carrier->wire)
+                m0__count(&c->loop->stats.bytes_out, (uint64_t)w);
+        if (w >= 0 && w < ws->nhold) { /* the socket is full inside the header */
+                memmove(ws->hold, ws->hold + w, (size_t)(ws->nhold - w));
+                ws->nhold = (uint8_t)(ws->nhold - w);
+                w = -EAGAIN;
+        } else if (w >= 0) {
+                w -= ws->nhold;
+                ws->nhold = 0;
+                if (w > 0)
+                        return w;
+                w = -EAGAIN; /* the header alone went: the payload waits */
         }
         if (w == -EAGAIN) {
                 wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);

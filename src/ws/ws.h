@@ -55,6 +55,8 @@ struct m0_ws {
         bool drain;            /* the stop: 1001 once what is queued is out (WS4) */
         bool close_wait;       /* its Close is out: waiting for the client's */
         bool bus;              /* it follows channels (WS2) */
+        uint8_t nhold;         /* bytes in hold */
+        uint8_t hold[14];      /* a frame's header, waiting for its payload (D217) */
         uint64_t cursor;       /* ... the newest event id it has, sent or passed over */
 };
 

@@ -3,7 +3,7 @@
 """tests/bench/test_bench.py: the analysis in contrib/bench/bench.py that turns what the
 benchmark records into the figures doc/performance.md prints (the placement part's
 attribution of connections and hops, its rank correlation and summary, M7's ratios, targets and
-pending arms, M8's rows, summary and targets, and the rewriting of the document's blocks). Standard library only; the last line
+pending arms, M8's rows, summary and targets, M11's and M12's ratios by round, and the rewriting of the document's blocks). Standard library only; the last line
 is "bench: N passed, N failed"."""
 
 import importlib.util
@@ -589,6 +589,108 @@ def test_m8_block():
        ["| ramp | 3 | 900 | 0 | 0.25 | 0.80 | 3.10 | 3.20 | 1.00 | 3000/3000 | 3000 | 0 | "
         "10.00 |"], "the worst's client wait, the median over the rounds")
     eq(any("on a thread that runs SCHED_FIFO" in x for x in lines), True, "a SCHED_FIFO probe")
+
+
+# ---------------------------------------------------------------- M11, M12
+
+def m11_row(rnd, arm, us, whole=True, echo=None):
+    r = dict(round=rnd, arm=arm, followers=10000, messages=20, followers_open=10000,
+             delivered=200000 if whole else 199999, every_message=whole, connect_ms=900.0,
+             fanout_us_per_msg=us)
+    if echo:
+        cpu, p99 = echo
+        r.update(echo_open=1000, echoes=100000, echo_rate=10000.0, echo_p50_us=900.0,
+                 echo_p99_us=p99, echo_cpu_us=cpu, echo_client_cpu_share=0.6)
+    return r
+
+
+# m0-ws ÷ m0-sse by round: 1.1, 1.3 (past 1.2), 1.0; m0-ws ÷ node-ws: 0.2, 0.26, 0.4 (past ⅓);
+# round 4's m0-sse missed a message, so that round has no ratio against it.
+M11_ROWS = [m11_row(0, "m0-ws", 5.5, echo=(10.0, 2000.0)), m11_row(0, "m0-sse", 5.0),
+            m11_row(0, "node-ws", 27.5, echo=(20.0, 4000.0)),
+            m11_row(1, "m0-sse", 5.0), m11_row(1, "node-ws", 25.0, echo=(25.0, 5000.0)),
+            m11_row(1, "m0-ws", 6.5, echo=(10.0, 2000.0)),
+            m11_row(2, "node-ws", 12.5, echo=(30.0, 3000.0)),
+            m11_row(2, "m0-ws", 5.0, echo=(12.0, 1500.0)), m11_row(2, "m0-sse", 5.0),
+            m11_row(3, "m0-ws", 5.0, echo=(12.0, 1500.0)),
+            m11_row(3, "m0-sse", 1.0, whole=False)]
+
+
+def test_m11_summary_ratios_by_round_and_the_targets():
+    med, ratios = bench.m11_summary(M11_ROWS)
+    eq(list(med), ["m0-ws", "m0-sse", "node-ws"], "arms in M11_ARMS order")
+    eq((med["m0-ws"]["rounds_whole"], med["m0-ws"]["fanout_us_per_msg"]), (4, 5.25),
+       "m0-ws's rounds and median")
+    eq((med["m0-sse"]["rounds"], med["m0-sse"]["rounds_whole"],
+        med["m0-sse"]["fanout_by_round"]), (4, 3, [5.0, 5.0, 5.0]),
+       "a round that missed a message is left out of the median")
+    eq((med["m0-ws"]["echo_cpu_us"], med["m0-ws"]["echo_p99_us"], med["m0-sse"]["echo_rate"]),
+       (11.0, 1750.0, None), "the echo's medians; none for the event stream")
+    t = [(r["ref"], r["field"], r["by_round"], r["median"], r["meets"]) for r in ratios]
+    eq(t, [("m0-sse", "fanout_us_per_msg", [1.1, 1.3, 1.0], 1.1, True),
+           ("node-ws", "fanout_us_per_msg", [0.2, 0.26, 0.4], 0.26, True),
+           ("node-ws", "echo_cpu_us", [0.5, 0.4, 0.4], 0.4, None),
+           ("node-ws", "echo_p99_us", [0.5, 0.4, 0.5], 0.5, None)], "ratios")
+    med, ratios = bench.m11_summary([m11_row(0, "m0-ws", 5.0), m11_row(0, "node-ws", 10.0)])
+    eq([(r["ref"], r["median"], r["meets"]) for r in ratios if r["bound"]],
+       [("m0-sse", None, None), ("node-ws", 0.5, False)], "a target missed; an arm not run")
+
+
+def m12_row(rnd, arm, cell, cpu, size=1300.0):
+    return dict(round=rnd, arm=arm, cell=cell, cpu_us_per_req=cpu, rps=40000.0,
+                bytes_per_req=size, p99_us=800, other_cpu_share=0.1, errors_total=0,
+                body_bytes=977 if cell == "json" else None)
+
+
+# m0 ÷ nginx on 1 KiB: 0.9, 1.0, 0.8; m0 ÷ h2o: 0.9, 0.95, 1.0; JSON against nginx only.
+M12_ROWS = [m12_row(r, a, "1k", c) for r, a, c in (
+    (0, "m0", 18.0), (0, "nginx", 20.0), (0, "h2o", 20.0), (1, "nginx", 20.0), (1, "h2o", 21.0),
+    (1, "m0", 19.96), (2, "h2o", 20.0), (2, "m0", 20.0), (2, "nginx", 25.0))] + [
+    m12_row(0, "m0", "json", 60.0, 1200.0), m12_row(0, "nginx", "json", 40.0, 1250.0)]
+
+
+def test_m12_summary_ratios_by_round_and_the_target_on_files():
+    med, ratios = bench.m12_summary(M12_ROWS)
+    eq([(m["cell"], m["arm"], m["cpu_us_per_req"]) for m in med],
+       [("1k", "m0", 19.96), ("1k", "nginx", 20.0), ("1k", "h2o", 20.0), ("json", "m0", 60.0),
+        ("json", "nginx", 40.0)], "medians per cell, in M12_ARMS order")
+    eq([(r["cell"], r["peer"], r["cpu_by_round"], r["cpu_median"], r["target"], r["meets"])
+        for r in ratios],
+       [("1k", "nginx", [0.9, 0.998, 0.8], 0.9, 0.95, True),
+        ("1k", "h2o", [0.9, 0.95, 1.0], 0.95, 0.95, True),
+        ("json", "nginx", [1.5], 1.5, None, None)], "ratios, no target on the JSON")
+    eq(ratios[2]["bytes_median"], 0.96, "bytes on the wire, m0 ÷ nginx")
+
+
+def test_m11_m12_blocks():
+    env = dict(m0="ramp 0.1.0", m0_commit="0123456789abcdef", m0_source="working tree",
+               nproc=2, kernel="6.1")
+    med11, rat11 = bench.m11_summary(M11_ROWS)
+    med12, rat12 = bench.m12_summary(M12_ROWS)
+    res = dict(command="contrib/bench/run --only m11,m12", date="2026-01-01 00:00:00 UTC",
+               environment=env, parameters=dict(rounds=4), anomalies=["M11 round 4 m0-sse: x"],
+               m11=dict(rows=M11_ROWS, medians=med11, ratios=rat11, followers=10000,
+                        messages=20, echo_conns=1000, echo_size=32),
+               m12=dict(rows=M12_ROWS, medians=med12, ratios=rat12, conns=16))
+    blocks = bench.doc_blocks(res, "doc/bench/x.json")
+    eq([b[1:] for b in blocks], [(bench.M11_BEGIN, bench.M11_END),
+                                 (bench.M12_BEGIN, bench.M12_END)], "blocks of M11 and M12")
+    lines = blocks[0][0].splitlines() + blocks[1][0].splitlines()
+    for want in (
+            "Run of 2026-01-01 00:00:00 UTC: `contrib/bench/run --only m11,m12`, m0 at "
+            "0123456789ab (working tree), 4 interleaved rounds, the order rotating; artifact "
+            "[`doc/bench/x.json`](bench/x.json).",
+            "| m0-ws | bench_app `/follow`, WebSocket | 4/4 | **5.250** (5.500, 6.500, 5.000, "
+            "5.000) | 900 |",
+            "| ≤ 1.2× an event stream's (WS7) | **1.100** (1.100, 1.300, 1.000) | yes (2/3) |",
+            "| ≤ ⅓ of Node `ws`'s (WS7) | **0.260** (0.200, 0.260, 0.400) | yes (2/3) |",
+            "| m0-ws | 1000 | 10000 | 0.90 | 1.75 | 11.00 | 0.60 |",
+            "Anomalies: M11 round 4 m0-sse: x",
+            "| 1 KiB file | 19.96 | 20.00 | 20.00 | **0.900** (0.900, 0.998, 0.800) yes (2/3) | "
+            "**0.950** (0.900, 0.950, 1.000) yes (2/3) | 1300 · 1300 · 1300 |",
+            "| JSON, gzip | 60.00 | 40.00 | n/a | **1.500** (1.500) | n/a | 1200 · 1250 · – |"):
+        if want not in lines:
+            raise AssertionError(f"no line {want!r} in:\n" + "\n".join(lines))
 
 
 def main():

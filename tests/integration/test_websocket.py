@@ -466,6 +466,80 @@ def test_WS2_gap_before_the_kept_events():
            [(ids[2], "m2", "message"), (ids[3], "m3", "message")], "the kept events after it")
 
 
+def test_WS2_every_follower_gets_each_frames_own_message():
+    """On one loop, each event's message is packed once and copied to every follower (D216):
+    followers of the channel, and replays of older events beside the live ones, each get each
+    frame's own message, in order, none another's (SPEC WS2)."""
+    with Server("ws_check", args=["--threads", "1"]) as s:
+        s.wait_ready()
+        c = s.connect()
+
+        def publish(body):
+            r = c.exchange("POST", "/publish?channel=room:1", body=body.encode())
+            eq(r.status, 200, "publish")
+            return r.json()["id"]
+
+        def got(ws, n):
+            return [(m["id"], m["channel"], m["data"])
+                    for m in (json.loads(ws.message()[1]) for _ in range(n))]
+
+        a, b = _raw(s, "/follow?channel=room:1"), _raw(s, "/follow?channel=room:1")
+        i0, i1 = publish("zero"), publish("one")
+        for ws in (a, b):
+            eq(got(ws, 2), [(i0, "room:1", "zero"), (i1, "room:1", "one")], "the live two")
+        # a replay of the frame the loop packed last, then one of an older frame first
+        late = _raw(s, f"/follow?channel=room:1&last_event_id={i0}")
+        eq(got(late, 1), [(i1, "room:1", "one")], "the replay after the first")
+        whole = _raw(s, f"/follow?channel=room:1&last_event_id={i0 - 1}")
+        eq(got(whole, 2), [(i0, "room:1", "zero"), (i1, "room:1", "one")], "the replay of both")
+        i2 = publish("two")
+        for ws in (a, b, late, whole):
+            eq(got(ws, 1), [(i2, "room:1", "two")], "the live one after the replays")
+
+
+def test_WS1_a_message_leaves_in_one_segment():
+    """A message's header and payload go out in one write (D217): over loopback, under
+    TCP_NODELAY, twenty echoes arrive in twenty segments or so, where a header written apart
+    from its payload made forty (the client's tcpi_segs_in, TCP_INFO)."""
+    import socket
+    import struct
+
+    def segs_in(sock):
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 192)
+        return struct.unpack_from("I", info, 140)[0]  # struct tcp_info's tcpi_segs_in
+
+    with Server("ws_check") as s:
+        s.wait_ready()
+        ws = _raw(s)
+        ws.send(frame(TEXT, b"warm"))
+        eq(ws.message(), (TEXT, b"warm"), "echo")
+        before = segs_in(ws.sock)
+        for i in range(20):
+            m = b"m%02d" % i + b"x" * 200
+            ws.send(frame(TEXT, m))
+            eq(ws.message(), (TEXT, m), f"echo {i}")
+        got = segs_in(ws.sock) - before
+        check(20 <= got <= 30, f"{got} segments came for 20 echoes")
+
+
+def test_WS2_followers_of_two_channels_and_the_next_request_on_the_loop():
+    """A WebSocket's upgrade reads its query's last_event_id after its handler returned; the
+    loop's next request reads its own query, not the upgrade's: two WebSockets following two
+    channels each get their channel's events alone (SPEC WS2)."""
+    with Server("ws_check", args=["--threads", "1"]) as s:
+        s.wait_ready()
+        a, b = _raw(s, "/follow?channel=a"), _raw(s, "/follow?channel=b")
+        ids = []
+        for ch, body in (("a", "zero"), ("b", "one"), ("a", "two")):
+            r = s.connect().exchange("POST", f"/publish?channel={ch}", body=body.encode())
+            eq(r.status, 200, "publish")
+            ids.append(r.json()["id"])
+        got = [json.loads(a.message()[1]) for _ in range(2)] + [json.loads(b.message()[1])]
+        eq([(m["id"], m["channel"], m["data"]) for m in got],
+           [(ids[0], "a", "zero"), (ids[2], "a", "two"), (ids[1], "b", "one")],
+           "each channel's events to its follower")
+
+
 # ---- the metrics: open, messages each way, closes by code ----
 
 def test_WS1_metrics():

@@ -207,6 +207,31 @@ START_TEST(expired_timers_fire_by_class_in_deadline_order)
 }
 END_TEST
 
+/* D218: a timer filed again in its class with its deadline stays where it is, before the
+ * others of the same deadline filed after it; one moved by its deadline goes to its place. */
+START_TEST(a_timer_filed_again_with_its_deadline_keeps_its_place)
+{
+        uint64_t now = loop.now_ms;
+        struct tm0 a = {.t.fire = fired, .name = 'a'}, b = {.t.fire = fired, .name = 'b'},
+                   c = {.t.fire = fired, .name = 'c'};
+        m0__timer_file(&loop, &a.t, 2, now + 1000);
+        m0__timer_file(&loop, &b.t, 2, now + 1000);
+        m0__timer_file(&loop, &c.t, 2, now + 1000);
+        m0__timer_file(&loop, &a.t, 2, now + 1000);
+        ck_assert_ptr_eq(loop.timers[2].head, &a.t.link);
+        ck_assert_ptr_eq(loop.timers[2].tail, &c.t.link);
+        m0__timer_file(&loop, &a.t, 2, now + 1001); /* a later deadline: behind the others */
+        ck_assert_ptr_eq(loop.timers[2].head, &b.t.link);
+        ck_assert_ptr_eq(loop.timers[2].tail, &a.t.link);
+        m0__timer_file(&loop, &c.t, 1, now + 1000); /* another class */
+        ck_assert_uint_eq(c.t.cls, 1);
+        ck_assert_ptr_eq(loop.timers[2].tail, &a.t.link);
+        m0__timer_unfile(&loop, &a.t);
+        m0__timer_unfile(&loop, &b.t);
+        m0__timer_unfile(&loop, &c.t);
+}
+END_TEST
+
 START_TEST(the_wait_is_bounded_by_the_owners_deadline_and_the_wake_bound)
 {
         loop.wake_every_ms = 700;
@@ -274,6 +299,7 @@ static Suite *loop_suite(void)
         tcase_add_test(tc, messages_past_a_turns_items_wait_their_place);
         tcase_add_test(tc, messages_the_loop_never_handled_are_dropped_by_their_own_drop);
         tcase_add_test(tc, expired_timers_fire_by_class_in_deadline_order);
+        tcase_add_test(tc, a_timer_filed_again_with_its_deadline_keeps_its_place);
         tcase_add_test(tc, the_wait_is_bounded_by_the_owners_deadline_and_the_wake_bound);
         tcase_add_test(tc, a_deferred_task_runs_next_turn_with_the_events_it_gathered);
         tcase_add_test(tc, a_turn_takes_its_items_then_closes);
