@@ -3,7 +3,7 @@
 """tests/bench/test_bench.py: the analysis in contrib/bench/bench.py that turns what the
 benchmark records into the figures doc/performance.md prints (the placement part's
 attribution of connections and hops, its rank correlation and summary, M7's ratios, targets and
-pending arms, M8's rows, summary and targets, M9's and M10's ratios by round and their targets
+pending arms, M8's rows, summary and targets, M9's and M10's ratios by round, their targets and the bytes of M10's event frames
 (contrib/bench/tls-h2), and the rewriting of the document's blocks). Standard library only; the last line
 is "bench: N passed, N failed"."""
 
@@ -646,6 +646,15 @@ def test_m10_frame_ratio_counts_only_rounds_where_both_delivered_every_frame():
        "the idle row")
     eq([x for x in lines if x.startswith("| 100 streams |")],
        ["| 100 streams | 400 | 540 | **1.35** (1.20, 1.50) |"], "the event streams' row")
+
+
+def test_m10_frame_bytes_as_host_check_writes_its_events():
+    answers = [dict(first=1796220902031803, last=1796220902031805, published=3),
+               dict(first=1796220902031900, last=1796220902031900, published=1)]
+    want = (b'id: 1796220902031803\ndata: {"i":0}\n\nid: 1796220902031804\ndata: {"i":1}\n\n'
+            b'id: 1796220902031805\ndata: {"i":2}\n\nid: 1796220902031900\ndata: {"i":0}\n\n')
+    eq(tls_h2.frame_bytes(answers), len(want), "each POST's events numbered from 0")
+    eq(tls_h2.frame_bytes([]), 0, "nothing published")
 
 
 def main():
