@@ -3,8 +3,9 @@
 """tests/bench/test_bench.py: the analysis in contrib/bench/bench.py that turns what the
 benchmark records into the figures doc/performance.md prints (the placement part's
 attribution of connections and hops, its rank correlation and summary, M7's ratios, targets and
-pending arms, M8's rows, summary and targets, M9's and M10's ratios by round, their targets and the bytes of M10's event frames
-(contrib/bench/tls-h2), and the rewriting of the document's blocks). Standard library only; the last line
+pending arms, M8's rows, summary and targets, M9's and M10's ratios by round, their targets and
+the bytes of M10's event frames (contrib/bench/tls-h2), and the rewriting of the document's
+blocks). Standard library only; the last line
 is "bench: N passed, N failed"."""
 
 import importlib.machinery
