@@ -3,9 +3,12 @@
 """tests/bench/test_bench.py: the analysis in contrib/bench/bench.py that turns what the
 benchmark records into the figures doc/performance.md prints (the placement part's
 attribution of connections and hops, its rank correlation and summary, M7's ratios, targets and
-pending arms, M8's rows, summary and targets, M11's and M12's ratios by round, and the rewriting of the document's blocks). Standard library only; the last line
+pending arms, M8's rows, summary and targets, M9's and M10's ratios by round, their targets and
+the bytes of M10's event frames (contrib/bench/tls-h2), M11's and M12's ratios by round, and the
+rewriting of the document's blocks). Standard library only; the last line
 is "bench: N passed, N failed"."""
 
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -21,6 +24,11 @@ spec = importlib.util.spec_from_file_location("bench", os.path.join(TOP, "contri
                                                                     "bench.py"))
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
+# contrib/bench/tls-h2 (M9, M10) has no .py suffix: loaded by its path.
+_loader = importlib.machinery.SourceFileLoader(
+    "tls_h2", os.path.join(TOP, "contrib", "bench", "tls-h2"))
+tls_h2 = importlib.util.module_from_spec(importlib.util.spec_from_loader("tls_h2", _loader))
+_loader.exec_module(tls_h2)
 
 
 def eq(got, want, what):
@@ -691,6 +699,63 @@ def test_m11_m12_blocks():
             "| JSON, gzip | 60.00 | 40.00 | n/a | **1.500** (1.500) | n/a | 1200 · 1250 · – |"):
         if want not in lines:
             raise AssertionError(f"no line {want!r} in:\n" + "\n".join(lines))
+def m9_row(rnd, arm, test, cpu_us):
+    return dict(round=rnd, arm=arm, test=test, n=1000, cpu_us=cpu_us)
+
+
+def test_m9_m10_ratios_by_round_their_median_and_the_targets():
+    rows = []
+    for rnd, (ka, full, res) in enumerate(((8.0, 900.0, 200.0), (9.0, 1000.0, 300.0),
+                                           (10.0, 1100.0, 250.0))):
+        rows += [m9_row(rnd, "ramp", "ka", ka), m9_row(rnd, "nginx", "ka", 10.0),
+                 m9_row(rnd, "h2o", "ka", 8.0), m9_row(rnd, "ramp", "full", full),
+                 m9_row(rnd, "nginx", "full", 1000.0), m9_row(rnd, "ramp", "resumed", res),
+                 m9_row(rnd, "ramp", "h2 m=10", 4.0), m9_row(rnd, "h2o", "h2 m=10", 5.0)]
+    rows.append(m9_row(3, "nginx", "ka", 1.0))  # a round without ramp's row: left out
+    r = tls_h2.ratios(rows, "cpu_us")
+    eq(r["ka"]["nginx"], dict(by_round=[0.8, 0.9, 1.0], median=0.9), "ramp / nginx by round")
+    eq(r["ka"]["h2o"], dict(by_round=[1.0, 1.125, 1.25], median=1.125), "ramp / h2o")
+    eq(sorted(r), ["full", "h2 m=10", "ka"], "tests with a peer's row (resumed has none)")
+    eq(tls_h2.within(rows, "cpu_us", "resumed", "full"),
+       dict(by_round=[0.222, 0.3, 0.227], median=0.227), "resumed over full, in each round")
+    eq(tls_h2.medians(rows, "cpu_us")[("ka", "ramp")], 9.0, "a median over the rounds")
+    got = {t["what"]: (t["value"], t["meets"]) for t in tls_h2.targets(rows)}
+    eq(got, {"ka: ramp / h2o CPU per request <= 0.9": (1.125, False),
+             "ka: ramp / nginx CPU per request <= 0.9": (0.9, True),
+             "h2 m=10: ramp / h2o CPU per request <= 0.9": (0.8, True),
+             "full handshake: ramp / nginx CPU per connection <= 1.0": (1.0, True),
+             "ramp's resumed handshake / its full one <= 0.25": (0.227, True)}, "targets")
+
+
+def test_m10_frame_ratio_counts_only_rounds_where_both_delivered_every_frame():
+    def sse(rnd, proto, n, ns, ok=True):
+        return dict(round=rnd, proto=proto, streams=n, ns_per_frame=ns, every_frame=ok)
+    rows = [sse(0, "h1", 100, 400.0), sse(0, "h2", 100, 480.0),
+            sse(1, "h1", 100, 500.0), sse(1, "h2", 100, 500.0, ok=False),
+            sse(2, "h1", 100, 400.0), sse(2, "h2", 100, 600.0),
+            sse(0, "h1", 1, 1000.0), sse(0, "h2", 1, 1200.0)]
+    eq(tls_h2.frame_ratio(rows), {1: dict(by_round=[1.2], median=1.2),
+                                  100: dict(by_round=[1.2, 1.5], median=1.35)},
+       "h2 / h1 per round, a round with a frame missing left out")
+    res = dict(rows=[m9_row(0, "ramp", "ka", 9.0), m9_row(0, "nginx", "ka", 10.0),
+                     dict(round=0, arm="ramp", test="idle h2c", n=10, bytes_per_conn=2048.0)],
+               sse=rows)
+    lines = tls_h2.table(res).splitlines()
+    eq([x for x in lines if x.startswith("| ka |")],
+       ["| ka | 9.00 | 10.00 | n/a | **0.90** (0.90) | n/a |"], "the CPU row")
+    eq([x for x in lines if x.startswith("| idle h2c |")], ["| idle h2c | 2048 | n/a | n/a |"],
+       "the idle row")
+    eq([x for x in lines if x.startswith("| 100 streams |")],
+       ["| 100 streams | 400 | 540 | **1.35** (1.20, 1.50) |"], "the event streams' row")
+
+
+def test_m10_frame_bytes_as_host_check_writes_its_events():
+    answers = [dict(first=1796220902031803, last=1796220902031805, published=3),
+               dict(first=1796220902031900, last=1796220902031900, published=1)]
+    want = (b'id: 1796220902031803\ndata: {"i":0}\n\nid: 1796220902031804\ndata: {"i":1}\n\n'
+            b'id: 1796220902031805\ndata: {"i":2}\n\nid: 1796220902031900\ndata: {"i":0}\n\n')
+    eq(tls_h2.frame_bytes(answers), len(want), "each POST's events numbered from 0")
+    eq(tls_h2.frame_bytes([]), 0, "nothing published")
 
 
 def main():
