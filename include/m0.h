@@ -605,7 +605,9 @@ M0_EXPORT int m0_ws_send(m0_ws *ws, int type, const void *data, size_t len);
 
 /**
  * Close with `code` (1000-1003, 1007-1011, or 3000-4999) and `reason` (UTF-8, at most 123
- * bytes; NULL for none), after the messages already sent. Any thread. 0; -EINVAL for a code or
+ * bytes; NULL for none), after the messages already sent: every m0_ws_send() made before it, on
+ * the loop or from another thread, goes first, in order, within M0_WS_MAX_QUEUED; sends after it
+ * return -EPIPE. Any thread. 0; -EINVAL for a code or
  * reason RFC 6455 does not allow; -EPIPE when it is closing already; -ENOMEM.
  */
 M0_EXPORT int m0_ws_close(m0_ws *ws, int code, const char *reason);

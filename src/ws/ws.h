@@ -35,7 +35,8 @@ enum {
 struct m0_ws {
         atomic_uint refs;     /* the connection's, each message on its way, each m0_ws_ref() */
         atomic_size_t posted; /* bytes of messages in the loop's mailbox for it */
-        atomic_bool closing;  /* no more sends: its close is queued, or it is gone */
+        atomic_uint inbox;    /* its messages in the loop's mailbox (a close waits for them) */
+        atomic_bool closing;  /* no more sends: its close is asked for, or it is gone */
         struct m0_hctx *loop; /* its loop, for as long as it lives */
         struct m0_conn *c;    /* its connection (a stream's stand-in on HTTP/2); NULL once gone */
         const struct m0_carrier_ops *carrier;
@@ -55,6 +56,10 @@ struct m0_ws {
         bool drain;            /* the stop: 1001 once what is queued is out (WS4) */
         bool close_wait;       /* its Close is out: waiting for the client's */
         bool bus;              /* it follows channels (WS2) */
+        bool close_queued;     /* its Close is in wslay's queue: nothing more goes behind it */
+        uint16_t close_code;   /* the Close asked for (the app's, or the drain's 1001), that
+                                * waits for the messages queued before it; 0 for none */
+        char close_reason[124];
         uint64_t cursor;       /* ... the newest event id it has, sent or passed over */
 };
 

@@ -11,11 +11,14 @@ import os
 import shutil
 import subprocess
 import signal
+import socket
+import struct
 import time
 
 from m0test import Server, check, eq
+from test_ws_h2 import wait_count
 from wstest import (BINARY, CLOSE, CONT, PING, PONG, SAMPLE_KEY, TEXT, RawWs, close_payload,
-                    frame, websockets)
+                    frame, handshake, websockets)
 
 # ThreadSanitizer runs this module (sends from any thread): run.py, D235.
 THREADED = True
@@ -289,6 +292,35 @@ def test_WS1_sends_from_another_thread_while_the_client_leaves():
             eq(ws.message(), (BINARY, b"\0"), "a message from the app's thread")
         ws.close()  # gone mid-flood: the thread's next sends are refused, nothing waits
         s.wait_log(r"m0\[ws_check\]: ws_check: flood stopped after \d+ sends: -32$")
+        eq(s.stop(), 0, "exit status")
+
+
+
+def _burst_order(ws, n, size, code):
+    """n messages "burst I" padded to `size`, in order, then the Close (code, "burst done")."""
+    for i in range(n):
+        op, data = ws.message()
+        if op == TEXT:  # the text whole, but shown by its head
+            check(data == f"burst {i}".encode().ljust(size, b"."), f"message {i}: {data[:20]!r}")
+            data = data[:data.index(b".")]
+        eq((op, data), (TEXT, f"burst {i}".encode()), f"message {i} before the Close")
+    eq(ws.expect_close(), (code, "burst done"), "the Close after the messages")
+
+
+def test_WS1_close_after_the_messages_sent_before_it():
+    """m0_ws_close() after m0_ws_send()s in one go (SPEC WS1, D223): the client gets every
+    message, in order, then the Close with its code and reason, though wslay sends a control
+    frame first: the sends pile up behind a client that reads nothing until they are all queued
+    (a small receive buffer), on the loop in on_open and from the app's own thread."""
+    n, size = 2000, 4000  # 8 MB: more than the socket's send buffer takes
+    with Server("ws_check", env={"M0_WS_MAX_QUEUED": 64 << 20}) as s:
+        s.wait_ready()
+        for k, extra in enumerate(("", "&thread=1")):
+            ws = _raw(s, f"/burst?n={n}&size={size}&code=4002{extra}", rcvbuf=4096)
+            eq(wait_count(s, r"ws_check: burst queued$", k + 1), k + 1, "the burst queued")
+            _burst_order(ws, n, size, 4002)
+            ws.close()
+        eq(wait_count(s, r"ws_check: burst closed 4002$", 2), 2, "on_close with the app's code")
         eq(s.stop(), 0, "exit status")
 
 
