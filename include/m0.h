@@ -566,14 +566,18 @@ enum {
  * m0_res_websocket(). Every member may be NULL.
  */
 typedef struct m0_ws_callbacks {
-        /** The 101 is queued: the WebSocket is open. Sends made here follow it. */
+        /** The 101 (HTTP/2's 200) went out whole: the WebSocket is open. Sends made here follow
+         *  it. Not called for a WebSocket that never opened. */
         void (*on_open)(m0_ws *ws, void *state);
         /** One whole message (fragments joined, at most M0_WS_MAX_MESSAGE bytes; text is
          *  UTF-8). `data` is valid during the call. */
         void (*on_message)(m0_ws *ws, int type, const void *data, size_t len, void *state);
         /** The WebSocket ended, once: `code` is the close code the client sent, or the one m0
          *  sent (1001 at the drain, 1002, 1007, 1008, 1009), or 1006 when the connection was
-         *  lost without one. Free what `state` holds for it here. */
+         *  lost without one. Free what `state` holds for it here: once m0_res_websocket()
+         *  accepted it, this runs exactly once, opened or not, with 1006 when it never opened
+         *  (the client left before the 101 went whole, the handler failed after accepting, no
+         *  memory); `ws` is then NULL when no WebSocket was made. */
         void (*on_close)(m0_ws *ws, int code, void *state);
 } m0_ws_callbacks;
 

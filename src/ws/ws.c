@@ -192,6 +192,20 @@ static int check(m0_req *req)
 
 static void ws_begin(struct m0_conn *c, m0_req *req, m0_res *res);
 
+/* A WebSocket accepted that never was (D224): the app's on_close, 1006, hands its state back;
+ * `ws` is NULL when none was made (no memory, or the handler answered an error after). */
+static void give_back(const m0_res *res, struct m0_ws *ws)
+{
+        const m0_ws_callbacks *cb = res->upgrade.cb;
+        if (cb && cb->on_close)
+                cb->on_close(ws, 1006, res->upgrade.state);
+}
+
+static void ws_drop(m0_res *res)
+{
+        give_back(res, NULL);
+}
+
 int m0_res_websocket(m0_res *res, const m0_ws_callbacks *cb, void *state)
 {
         if (res->on_pool || !res->req) {
@@ -206,6 +220,7 @@ int m0_res_websocket(m0_res *res, const m0_ws_callbacks *cb, void *state)
                                         res->upgrade.accept) < 0)
                 return -EIO;
         res->upgrade.begin = ws_begin;
+        res->upgrade.drop = ws_drop;
         res->upgrade.cb = cb;
         res->upgrade.state = state;
         return 0;
@@ -431,8 +446,9 @@ static void end(struct m0_ws *ws, uint16_t code)
         }
         if (ws->bus)
                 m0__ws_unfollow(ws);
-        if (ws->opened && ws->cb && ws->cb->on_close)
-                ws->cb->on_close(ws, ws->code, ws->state);
+        /* once m0_res_websocket() took the state it is handed back here, opened or not (D224) */
+        if (ws->cb && ws->cb->on_close)
+                ws->cb->on_close(ws, ws->opened ? ws->code : 1006, ws->state);
 }
 
 /* The connection lets go of it (its reference), closing or handed back to HTTP/1.1. */
@@ -775,6 +791,7 @@ static void ws_begin(struct m0_conn *c, m0_req *req, m0_res *res)
         struct m0_ws *ws = ws_new(l, res);
         struct m0_conn *k = c->proto->tunnel ? switch_stream(c, ws, res) : switch_conn(c, ws, res);
         if (!k) {
+                give_back(res, ws); /* no 101 (or 200) went: its state goes back all the same */
                 if (ws)
                         ws_free(ws);
                 return;

@@ -324,6 +324,57 @@ def test_WS1_close_after_the_messages_sent_before_it():
         eq(s.stop(), 0, "exit status")
 
 
+def _counts(s):
+    c = s.connect()
+    r = c.get("/counts")
+    c.close()
+    eq(r.status, 200, "GET /counts")
+    return r.json()
+
+
+def wait_closed(s, want, timeout=10):
+    """/counts once on_close ran for every WebSocket accepted (or the time is out)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = _counts(s)
+        if got["accepted"] >= want and got["closed"] >= got["accepted"]:
+            return got
+        if time.monotonic() > deadline:
+            return got
+        time.sleep(0.05)
+
+
+def test_WS1_on_close_for_every_websocket_accepted():
+    """Once m0_res_websocket() took the state, on_close hands it back once, opened or not (SPEC
+    WS1, D224): clients that reset the connection right after the upgrade's request (the 101 then
+    fails, or goes to a client gone), and handlers that fail after accepting (500, no WebSocket);
+    on_close counts equal the upgrades accepted, and ws_check frees its state there."""
+    rounds = 200
+    with Server("ws_check") as s:
+        s.wait_ready()
+        for _ in range(rounds):
+            sock = socket.create_connection(s.tcp_addr)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.sendall(handshake("/burst?hold=1", f"{s.tcp_addr[0]}:{s.tcp_addr[1]}"))
+            sock.close()  # a reset, before a byte of the 101 is read
+        for _ in range(5):
+            c = s.connect()
+            c.send(handshake("/burst?fail=1", "test"))
+            eq(c.read_response().status, 500, "a handler that fails after accepting")
+            c.close()
+        got = wait_closed(s, 5)
+        check(got["accepted"] >= 5, f"upgrades accepted: {got}")
+        eq(got["closed"], got["accepted"], f"on_close once per upgrade accepted: {got}")
+        # most resets come before the 101 is out whole: the path that never opens is taken
+        check(got["opened"] < got["accepted"] - 5, f"some never opened: {got}")
+        eq(s.stop(), 0, "exit status")
+        eq(_closed_lines(s), got["accepted"], "on_close lines")
+
+
+def _closed_lines(s):
+    return len([ln for ln in s.log_lines() if ln.endswith("ws_check: burst closed 1006")])
+
+
 # ---- WS3: the output bound, pings and the idle bound ----
 
 def test_WS3_slow_consumer_closed_1008():

@@ -416,6 +416,30 @@ def test_WS1_h2_close_after_the_messages_sent_before_it():
         eq(s.stop(), 0, "exit status")
 
 
+def test_WS1_h2_on_close_for_a_stream_reset_before_its_200():
+    """A stream reset in the same packet as its extended CONNECT (SPEC WS1, D224): the handler
+    accepted, the WebSocket never opened, and on_close hands its state back once, 1006; the
+    connection's other streams go on."""
+    from test_websocket import wait_closed
+    rounds = 50
+    with Server("ws_check") as s:
+        s.wait_ready()
+        m = Mux(s.port)
+        fields = [(":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "http"),
+                  (":path", "/burst?hold=1"), (":authority", "test"),
+                  ("sec-websocket-version", "13")]
+        for i in range(rounds):
+            sid = 1 + 2 * i
+            head = HeadersFrame(sid, data=m.h.enc.encode(fields), flags=["END_HEADERS"])
+            m.h.send(head.serialize() + RstStreamFrame(sid, error_code=CANCEL).serialize())
+        eq(m.request(1 + 2 * rounds, "/nope")[0], 404, "the connection goes on")
+        got = wait_closed(s, rounds)
+        eq(got, {"accepted": rounds, "opened": 0, "closed": rounds},
+           "each accepted, none opened, each closed once")
+        m.close()
+        eq(s.stop(), 0, "exit status")
+
+
 def test_WS1_h2_sigterm_closes_each_1001_then_goaway():
     """SIGTERM (WS4, HT5): each WebSocket stream gets its Close 1001 after its queued messages,
     the connection a GOAWAY; the client's Closes end the streams, and the process exits 0."""
