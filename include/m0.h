@@ -246,7 +246,10 @@ typedef struct m0_app {
          * It writes what the app's own store holds of `channel` after `last_id` with
          * m0_backfill_event(). Runs on a pool thread of the stream's loop with that thread's
          * state, or on the loop with the loop's when it has no pool. Returns 0, or -errno: the
-         * stream is then closed (logged), for its client to reconnect. NULL: no backfill.
+         * stream is then closed (logged), for its client to reconnect. A WebSocket's
+         * last_event_id is backfilled alike: the events come as messages with a null id after
+         * its M0_EVENT_GAP message and before the kept ones (a failure closes it 1011). NULL: no
+         * backfill.
          */
         int (*backfill)(m0_backfill *bf, const char *channel, uint64_t last_id, uint64_t oldest,
                         void *state);

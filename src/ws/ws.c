@@ -845,6 +845,19 @@ int m0__ws_queue(struct m0_ws *ws, uint8_t op, const void *data, size_t len)
         return queue(ws, op, data, len);
 }
 
+void m0__ws_flush(struct m0_ws *ws)
+{
+        if (ws->c && !ws->ended && ws->opened && !ws->in_io)
+                run(ws, false);
+}
+
+void m0__ws_close_now(struct m0_ws *ws, uint16_t code, const char *reason)
+{
+        if (!ws->close_queued)
+                fail(ws, code, reason);
+        m0__ws_flush(ws);
+}
+
 /* A send or a close from another thread, on its way through the loop's mailbox: the app's
  * Close, after what it sent before; the output bound's 1008, at once. */
 enum { POST_CLOSE = 0, POST_BOUND = -1 };

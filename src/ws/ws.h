@@ -76,6 +76,11 @@ extern const struct m0_proto_ops m0__proto_ws;
  * inside wslay. */
 int m0__ws_queue(struct m0_ws *ws, uint8_t op, const void *data, size_t len);
 
+/* Send what wslay has now, unless inside wslay or not open yet. */
+void m0__ws_flush(struct m0_ws *ws);
+/* Close with `code` at once (a failure of m0's: 1011), unless a Close is queued already. */
+void m0__ws_close_now(struct m0_ws *ws, uint16_t code, const char *reason);
+
 /* ---- ws-bus.c: the bus's events as text messages (WS2) ---- */
 
 /* The WebSocket's channels into its loop's index, and its replay after `last_event_id` (N2,
