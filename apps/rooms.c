@@ -690,8 +690,8 @@ static int websocket(m0_req *req, m0_res *res, void *state)
  * AP2: a stream whose Last-Event-ID is older than what the bus keeps of a room gets the
  * messages between from SQLite, by their events' ids, after its m0-gap event and before the
  * kept ones: at most M0_ROOMS_BACKFILL_MAX, the newest of them, and fewer when they pass the
- * stream's output bound (the client then reads the rest with ?before=). Event streams only:
- * a WebSocket gets the m0-gap message and fetches the hole with ?after= itself.
+ * stream's output bound (the client then reads the rest with ?before=). A WebSocket gets the
+ * same, as messages with a null id between its m0-gap message and the kept ones.
  */
 static int backfill(m0_backfill *bf, const char *channel, uint64_t last_id, uint64_t oldest,
                     void *state)

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* ws_check: the app the WebSocket tests drive (SPEC WS1-WS5): an echo, a close on request, a
  * flood from the loop or from a thread of its own (the output bound), a route with declared
- * origins, one on the pool, and channels followed as messages. Not installed. */
+ * origins, one on the pool, channels followed as messages, a burst of messages then a Close, and
+ * the count of WebSockets accepted, opened and closed. Not installed. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +137,116 @@ static int publish(m0_req *req, m0_res *res, void *state)
         return m0_res_json(res, 200, "{\"id\":%lld}", (long long)id);
 }
 
+/* The burst: N text messages "burst I" (padded with dots to SIZE bytes) then a Close with CODE
+ * and "burst done", all in one go, on the loop in on_open or from a thread of the app's own, then
+ * "burst queued" logged; ?hold=1 sends nothing, ?fail=1 accepts then fails the handler. Its
+ * state is the app's, freed in on_close, which runs once for each WebSocket accepted, opened or
+ * not. */
+static atomic_long accepted, opened, closed;
+
+struct burst {
+        m0_ws *ws;
+        long n, code, size;
+        bool hold;
+};
+
+static void *burst_run(void *arg)
+{
+        struct burst *b = arg;
+        char text[65536];
+        for (long i = 0; i < b->n; i++) {
+                int len = snprintf(text, sizeof(text), "burst %ld", i);
+                if (len < b->size) {
+                        memset(text + len, '.', (size_t)(b->size - len));
+                        len = (int)b->size;
+                }
+                if (m0_ws_send(b->ws, M0_WS_TEXT, text, (size_t)len) < 0)
+                        m0_log(M0_LOG_INFO, "ws_check: burst send %ld refused", i);
+        }
+        if (m0_ws_close(b->ws, (int)b->code, "burst done") < 0)
+                m0_log(M0_LOG_INFO, "ws_check: burst close refused");
+        m0_log(M0_LOG_INFO, "ws_check: burst queued");
+        return NULL;
+}
+
+static void *burst_thread(void *arg)
+{
+        struct burst *b = arg; /* the thread's copy: the state may be freed meanwhile */
+        burst_run(b);
+        m0_ws_unref(b->ws);
+        free(b);
+        return NULL;
+}
+
+static void burst_open(m0_ws *ws, void *state)
+{
+        struct burst *b = state;
+        atomic_fetch_add(&opened, 1);
+        b->ws = ws;
+        if (b->hold)
+                return;
+        struct burst *copy = b->n < 0 ? malloc(sizeof(*copy)) : NULL;
+        if (b->n < 0)
+                b->n = -b->n;
+        if (copy) {
+                *copy = *b;
+                m0_ws_ref(ws);
+                pthread_t t;
+                if (pthread_create(&t, NULL, burst_thread, copy) == 0) {
+                        pthread_detach(t);
+                        return;
+                }
+                m0_ws_unref(ws);
+                free(copy);
+        }
+        burst_run(b);
+}
+
+static void burst_close(m0_ws *ws, int code, void *state)
+{
+        (void)ws;
+        atomic_fetch_add(&closed, 1);
+        m0_log(M0_LOG_INFO, "ws_check: burst closed %d", code);
+        free(state);
+}
+
+static const m0_ws_callbacks burst_cb = {.on_open = burst_open, .on_close = burst_close};
+
+static int burst(m0_req *req, m0_res *res, void *state)
+{
+        (void)state;
+        long n = 0, code = 1000, size = 0;
+        int r = m0_req_query(req, "n") ? m0_req_query_int(req, "n", 0, 100000, &n) : 0;
+        if (r == 0 && m0_req_query(req, "code"))
+                r = m0_req_query_int(req, "code", 1000, 4999, &code);
+        if (r == 0 && m0_req_query(req, "size"))
+                r = m0_req_query_int(req, "size", 0, 65536, &size);
+        if (r < 0)
+                return r;
+        struct burst *b = calloc(1, sizeof(*b));
+        if (!b)
+                return -ENOMEM;
+        b->n = m0_req_query(req, "thread") ? -n : n;
+        b->code = code;
+        b->size = size;
+        b->hold = m0_req_query(req, "hold") != NULL;
+        r = m0_res_websocket(res, &burst_cb, b);
+        if (r < 0) {
+                free(b);
+                return r;
+        }
+        atomic_fetch_add(&accepted, 1);
+        return m0_req_query(req, "fail") ? -EIO : 0; /* the state is on_close's from here */
+}
+
+static int counts(m0_req *req, m0_res *res, void *state)
+{
+        (void)req;
+        (void)state;
+        return m0_res_json(res, 200, "{\"accepted\":%ld,\"opened\":%ld,\"closed\":%ld}",
+                           atomic_load(&accepted), atomic_load(&opened), atomic_load(&closed));
+}
+
 static const char *const allowed[] = {"https://allowed.example", NULL};
 
 static const m0_route routes[] = {
@@ -143,6 +256,8 @@ static const m0_route routes[] = {
         M0_ROUTE("GET", "/pool", echo, M0_ROUTE_BLOCKING),
         M0_ROUTE("GET", "/follow", follow),
         M0_ROUTE("POST", "/publish", publish),
+        M0_ROUTE("GET", "/burst", burst),
+        M0_ROUTE("GET", "/counts", counts),
         M0_ROUTE_END,
 };
 

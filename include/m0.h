@@ -246,7 +246,10 @@ typedef struct m0_app {
          * It writes what the app's own store holds of `channel` after `last_id` with
          * m0_backfill_event(). Runs on a pool thread of the stream's loop with that thread's
          * state, or on the loop with the loop's when it has no pool. Returns 0, or -errno: the
-         * stream is then closed (logged), for its client to reconnect. NULL: no backfill.
+         * stream is then closed (logged), for its client to reconnect. A WebSocket's
+         * last_event_id is backfilled alike: the events come as messages with a null id after
+         * its M0_EVENT_GAP message and before the kept ones (a failure closes it 1011). NULL: no
+         * backfill.
          */
         int (*backfill)(m0_backfill *bf, const char *channel, uint64_t last_id, uint64_t oldest,
                         void *state);
@@ -566,14 +569,18 @@ enum {
  * m0_res_websocket(). Every member may be NULL.
  */
 typedef struct m0_ws_callbacks {
-        /** The 101 is queued: the WebSocket is open. Sends made here follow it. */
+        /** The 101 (HTTP/2's 200) went out whole: the WebSocket is open. Sends made here follow
+         *  it. Not called for a WebSocket that never opened. */
         void (*on_open)(m0_ws *ws, void *state);
         /** One whole message (fragments joined, at most M0_WS_MAX_MESSAGE bytes; text is
          *  UTF-8). `data` is valid during the call. */
         void (*on_message)(m0_ws *ws, int type, const void *data, size_t len, void *state);
         /** The WebSocket ended, once: `code` is the close code the client sent, or the one m0
          *  sent (1001 at the drain, 1002, 1007, 1008, 1009), or 1006 when the connection was
-         *  lost without one. Free what `state` holds for it here. */
+         *  lost without one. Free what `state` holds for it here: once m0_res_websocket()
+         *  accepted it, this runs exactly once, opened or not, with 1006 when it never opened
+         *  (the client left before the 101 went whole, the handler failed after accepting, no
+         *  memory); `ws` is then NULL when no WebSocket was made. */
         void (*on_close)(m0_ws *ws, int code, void *state);
 } m0_ws_callbacks;
 
@@ -605,7 +612,9 @@ M0_EXPORT int m0_ws_send(m0_ws *ws, int type, const void *data, size_t len);
 
 /**
  * Close with `code` (1000-1003, 1007-1011, or 3000-4999) and `reason` (UTF-8, at most 123
- * bytes; NULL for none), after the messages already sent. Any thread. 0; -EINVAL for a code or
+ * bytes; NULL for none), after the messages already sent: every m0_ws_send() made before it, on
+ * the loop or from another thread, goes first, in order, within M0_WS_MAX_QUEUED; sends after it
+ * return -EPIPE. Any thread. 0; -EINVAL for a code or
  * reason RFC 6455 does not allow; -EPIPE when it is closing already; -ENOMEM.
  */
 M0_EXPORT int m0_ws_close(m0_ws *ws, int code, const char *reason);

@@ -397,10 +397,12 @@ static void run_here(struct m0_conn *c, m0_req *req, m0_handler_fn fn, bool is_h
         m0__app_run(h->app, fn, req, &l->res, l->thread.state);
         m0__thread_request_set(h, NULL, NULL);
         l->res.req = NULL;
-        if (l->res.upgrade.begin && l->res.status < 400) { /* else the handler failed after */
+        if (l->res.upgrade.begin && l->res.status < 400) {
                 upgrade(c, req, &l->res);
                 return;
         }
+        if (l->res.upgrade.begin)
+                l->res.upgrade.drop(&l->res); /* the handler failed after accepting (D224) */
         if (!l->res.stream || is_head || c->proto->respond) {
                 answer(c, req, &l->res, is_head, conn, false);
                 return;

@@ -18,6 +18,9 @@ struct m0_hctx;
  * answered. Set on the loop only; cleared before each handler runs. */
 struct m0_upgrade {
         void (*begin)(struct m0_conn *c, m0_req *req, m0_res *res);
+        /* ... or, when the handler answered an error after accepting, hands the app's state
+         * back (its on_close) */
+        void (*drop)(m0_res *res);
         int status;
         const void *cb; /* the protocol's callbacks, and their state */
         void *state;

@@ -113,6 +113,12 @@ void m0__sse_unfollow(struct m0_conn *c)
         free(c->subs);
         c->subs = NULL;
         c->nsubs = 0;
+        if (c->treplay) {
+                /* Its answer may still come: it finds no stream, and is freed. */
+                m0__fvec_free(&c->treplay->held);
+                c->treplay->c = NULL;
+                c->treplay = NULL;
+        }
 }
 
 void m0__sse_unlink(struct m0_conn *c)
@@ -120,13 +126,7 @@ void m0__sse_unlink(struct m0_conn *c)
         if (!c->stream)
                 return;
         struct m0_hctx *l = c->loop;
-        m0__sse_unfollow(c);
-        if (c->treplay) {
-                /* Its answer may still come: it finds no stream, and is freed. */
-                m0__fvec_free(&c->treplay->held);
-                c->treplay->c = NULL;
-                c->treplay = NULL;
-        }
+        m0__sse_unfollow(c); /* and its replay still to come, if any */
         m0__list_unlink(&l->streams, &c->slink);
         c->stream = false;
         if (l->observe & M0_OBSERVE_METRICS)
@@ -298,17 +298,25 @@ static void gap_event(void *ud, const char *name, size_t len, uint64_t oldest)
         json_t *j = json_pack("{s:s%,s:I}", "channel", name, len, "oldest", (json_int_t)oldest);
         char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
         g->r = text ? m0__buf_printf(g->w, "event: " M0_EVENT_GAP "\ndata: %s\n\n", text) : -ENOMEM;
-        if (g->r == 0 && g->gaps && (g->r = m0__buf_append(g->gaps, &oldest, sizeof(oldest))) == 0)
-                g->r = m0__buf_append(g->gaps, name, len);
         if (g->r == 0 && g->gaps)
-                g->r = m0__buf_append(g->gaps, "", 1);
+                g->r = m0__sse_gap_record(g->gaps, name, len, oldest);
         free(text);
         json_decref(j);
+}
+
+int m0__sse_gap_record(struct m0_buf *gaps, const char *name, size_t len, uint64_t oldest)
+{
+        int r = m0__buf_append(gaps, &oldest, sizeof(oldest));
+        if (r == 0)
+                r = m0__buf_append(gaps, name, len);
+        return r == 0 ? m0__buf_append(gaps, "", 1) : r;
 }
 
 struct m0_backfill {
         const char *channel;
         struct m0_buf *out;
+        struct m0_fvec *frames; /* a WebSocket's: the frames themselves, in place of `out` */
+        size_t *bytes;          /* ... and their bytes so far */
         size_t max; /* --max-output-bytes: what a stream may have unsent (B2) */
 };
 
@@ -321,6 +329,14 @@ int m0_backfill_event(m0_backfill *bf, const char *event, const char *data)
         if (!f)
                 return -ENOMEM;
         size_t n = f->end - f->start;
+        if (bf->frames) {
+                int r = *bf->bytes + n > bf->max ? -ENOBUFS : m0__fvec_push(bf->frames, f);
+                if (r < 0)
+                        m0__frame_unref(f);
+                else
+                        *bf->bytes += n; /* the vector holds the frame's reference */
+                return r;
+        }
         int r = bf->out->len + n > bf->max ? -ENOBUFS
                                            : m0__buf_append(bf->out, f->bytes + f->start, n);
         m0__frame_unref(f);
@@ -341,6 +357,7 @@ static void replay_drop(struct m0_loop *el, struct m0_msg *m)
 
 void m0__sse_backfill(const m0_app *app, struct m0_treplay *t, void *state)
 {
+        size_t bytes = 0;
         for (size_t at = 0; t->err == 0 && at < t->gaps.len;) {
                 uint64_t oldest;
                 memcpy(&oldest, t->gaps.data + at, sizeof(oldest));
@@ -348,6 +365,8 @@ void m0__sse_backfill(const m0_app *app, struct m0_treplay *t, void *state)
                 at += sizeof(oldest) + strlen(name) + 1;
                 m0_backfill bf = {.channel = name,
                                   .out = &t->pre,
+                                  .frames = t->frames ? &t->pre_frames : NULL,
+                                  .bytes = &bytes,
                                   .max = m0__hctx_of(t->loop)->host->cfg.max_output_bytes};
                 int r = app->backfill(&bf, name, t->after, oldest, state);
                 if (r < 0) {
@@ -366,6 +385,12 @@ void m0__sse_backfill(const m0_app *app, struct m0_treplay *t, void *state)
 static int backfill_begin(struct m0_conn *c, uint64_t after, struct m0_buf *gaps,
                           struct m0_fvec *got)
 {
+        return m0__sse_backfill_start(c, after, gaps, got, NULL);
+}
+
+int m0__sse_backfill_start(struct m0_conn *c, uint64_t after, struct m0_buf *gaps,
+                           struct m0_fvec *got, m0_msg_fn *back)
+{
         struct m0_hctx *l = c->loop;
         struct m0_treplay *t = calloc(1, sizeof(*t));
         struct m0_job *job = l->pool.nthreads ? calloc(1, sizeof(*job)) : NULL;
@@ -377,11 +402,12 @@ static int backfill_begin(struct m0_conn *c, uint64_t after, struct m0_buf *gaps
                 return -ENOMEM;
         }
         t->loop = &l->loop;
-        t->back = replay_back;
+        t->back = back ? back : replay_back;
         t->drop = replay_drop;
         t->c = c;
         t->after = after;
         t->backfill = true;
+        t->frames = back != NULL;
         t->upto = c->cursor; /* every later id reaches the loop's queue, and is held */
         t->gaps = *gaps;
         *gaps = (struct m0_buf){0};
@@ -685,10 +711,10 @@ static void deliver_one(void *ud, struct m0_sub *sub)
         if (c->stamp == d->stamp)
                 return; /* it follows this channel through another key too */
         c->stamp = d->stamp;
-        if (c->upgraded)
+        if (c->treplay)
+                hold(c, f); /* a WebSocket's backfill too (D234) */
+        else if (c->upgraded)
                 d->sent += (uint64_t)c->proto->event(c, f);
-        else if (c->treplay)
-                hold(c, f);
         else
                 (void)send_frame(c, f, &d->sent);
 }

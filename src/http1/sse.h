@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "loop.h"
 #include "m0.h"
 
 struct m0_buf;
@@ -60,8 +61,20 @@ struct m0_fvec;
 struct m0_gap_sink;
 int m0__sse_follow(struct m0_conn *c, const m0_res *res, bool replay, uint64_t after,
                    struct m0_fvec *got, const struct m0_gap_sink *gaps);
-/* Its channels out of the loop's index. */
+/* Its channels out of the loop's index, and the replay it waits for, if any, let go of. */
 void m0__sse_unfollow(struct m0_conn *c);
+/*
+ * A WebSocket's backfill (AP2, D234): as a stream's, the app's callback runs for each channel
+ * that `gaps` records (the gap sink's records: the oldest id kept, 8 bytes, the name and a NUL),
+ * its events kept as frames (t->pre_frames); meanwhile the live frames for `c` are held; then
+ * `back` gets the struct m0_treplay with the kept replay `got` (taken) as its rows and what was
+ * held. 0, or -errno.
+ */
+struct m0_buf;
+int m0__sse_backfill_start(struct m0_conn *c, uint64_t after, struct m0_buf *gaps,
+                           struct m0_fvec *got, m0_msg_fn *back);
+/* A gap's record as m0__sse_backfill_start reads it, appended to `gaps`. */
+int m0__sse_gap_record(struct m0_buf *gaps, const char *name, size_t len, uint64_t oldest);
 /* The bus's wake-up (any thread): flag each loop of `mask` once, and poke its mailbox. */
 void m0__bus_wake_loops(void *ud, const uint64_t *mask);
 

@@ -8,9 +8,12 @@
 
 #include <jansson.h>
 
+
 #include "bus.h"
 #include "conn.h"
 #include "host.h"
+#include "attach.h"
+#include "log.h"
 #include "replay.h"
 #include "request.h"
 #include "sse.h"
@@ -25,11 +28,22 @@ static int send_json(struct m0_ws *ws, json_t *j)
         return r;
 }
 
+/* Where a follow's gaps go: the WebSocket's m0-gap messages, and a record of each for the app's
+ * backfill when it has one. */
+struct ws_gaps {
+        struct m0_ws *ws;
+        struct m0_buf *gaps; /* NULL: the app does not backfill */
+        int r;
+};
+
 /* AP2: a channel gave up events past the client's last id; it is told before the kept ones, in
  * a message with no id, as a stream's m0-gap event. Under the bus lock: only queued. */
 static void gap(void *ud, const char *name, size_t len, uint64_t oldest)
 {
-        struct m0_ws *ws = ud;
+        struct ws_gaps *g = ud;
+        struct m0_ws *ws = g->ws;
+        if (g->gaps && g->r == 0)
+                g->r = m0__sse_gap_record(g->gaps, name, len, oldest);
         json_t *d = json_pack("{s:s%,s:I}", "channel", name, len, "oldest", (json_int_t)oldest);
         char *data = d ? json_dumps(d, JSON_COMPACT) : NULL;
         json_decref(d);
@@ -39,8 +53,52 @@ static void gap(void *ud, const char *name, size_t len, uint64_t oldest)
         free(data);
 }
 
+/*
+ * AP2's backfill came back (D234): the app's events, then the kept replay, then what came live
+ * meanwhile, each once, as messages; a backfill that failed closes the WebSocket 1011, for its
+ * client to reconnect, as a stream is closed.
+ */
+static void backfilled(struct m0_loop *el, struct m0_msg *m)
+{
+        (void)el;
+        struct m0_treplay *t = m->arg;
+        struct m0_conn *c = t->c;
+        struct m0_ws *ws = c ? c->up : NULL;
+        if (c)
+                c->treplay = NULL;
+        if (!ws || ws->ended) {
+                m0__treplay_free(t);
+                return;
+        }
+        if (t->err) {
+                m0__log(M0_LOG_WARNING, ws->loop->index, NULL,
+                        "a WebSocket's backfill by the app after id %llu failed (%s%s%s): it is "
+                        "closed 1011, for its client to reconnect",
+                        (unsigned long long)t->after, strerror(-t->err), t->why[0] ? ": " : "",
+                        t->why);
+                m0__treplay_free(t);
+                m0__ws_close_now(ws, 1011, "backfill failed");
+                return;
+        }
+        bool io = ws->in_io;
+        ws->in_io = true; /* queued all, then sent */
+        c->cursor = t->after;
+        for (size_t i = 0; i < t->pre_frames.n; i++)
+                (void)m0__ws_event(ws, t->pre_frames.v[i]);
+        for (size_t i = 0; i < t->rows.n; i++)
+                (void)m0__ws_event(ws, t->rows.v[i]);
+        if (c->cursor < t->upto)
+                c->cursor = t->upto;
+        for (size_t i = 0; i < t->held.n; i++)
+                (void)m0__ws_event(ws, t->held.v[i]);
+        ws->in_io = io;
+        m0__treplay_free(t);
+        m0__ws_flush(ws);
+}
+
 int m0__ws_follow(struct m0_ws *ws, m0_req *req, const m0_res *res)
 {
+        struct m0_hctx *l = ws->loop;
         uint64_t after = 0;
         /* the query's: a browser's WebSocket cannot set a header */
         bool replay = m0__sse_event_id(m0_req_query(req, "last_event_id"), &after);
@@ -48,10 +106,24 @@ int m0__ws_follow(struct m0_ws *ws, m0_req *req, const m0_res *res)
          * this read made must go too, or the loop's next request reads this one's query. */
         m0__req_end(req);
         struct m0_fvec got = {0};
+        struct m0_buf records = {0};
+        struct ws_gaps g = {.ws = ws,
+                            .gaps = l->host->app && l->host->app->backfill ? &records : NULL};
         ws->bus = true;
         ws->in_io = true; /* the 101 is not out yet: what the replay queues waits for it */
         int r = m0__sse_follow(ws->c, res, replay, after, &got,
-                               &(struct m0_gap_sink){.fn = gap, .ud = ws});
+                               &(struct m0_gap_sink){.fn = gap, .ud = &g});
+        if (r == 0)
+                r = g.r;
+        if (r == 0 && records.len) {
+                /* AP2: the app's events first, then the kept ones, when its backfill is back */
+                r = m0__sse_backfill_start(ws->c, after, &records, &got, backfilled);
+                m0__buf_free(&records);
+                m0__fvec_free(&got);
+                ws->in_io = false;
+                return r;
+        }
+        m0__buf_free(&records);
         if (r < 0)
                 ws->bus = false;
         /* the kept frames past `after`, in id order; the live ones then go on from the newest
@@ -115,10 +187,18 @@ static char *frame_text(const struct m0_frame *f)
 int m0__ws_event(struct m0_ws *ws, const struct m0_frame *f)
 {
         struct m0_conn *c = ws->c;
-        if (f->transient ? f->seq < c->seq : c->cursor >= f->id)
+        /* a transient frame of seq 0 is none of the bus's: an app's backfilled event (D234) */
+        bool backfilled = f->transient && !f->seq;
+        if (f->transient ? !backfilled && f->seq < c->seq : c->cursor >= f->id)
                 return 0; /* before it followed, or sent already (N2) */
         if (!f->transient)
                 c->cursor = f->id;
+        if (backfilled) { /* this WebSocket's alone, and its frame's address is no key (D216) */
+                char *text = frame_text(f);
+                int r = text ? m0__ws_queue(ws, WSLAY_TEXT_FRAME, text, strlen(text)) : -ENOMEM;
+                free(text);
+                return r == 0;
+        }
         struct m0_ws_text *t = &ws->loop->ws_text;
         if (t->frame != f || t->id != f->id || t->seq != f->seq || !t->text) {
                 char *text = frame_text(f);

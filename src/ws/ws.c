@@ -4,6 +4,7 @@
  * connection's protocol; sends from any thread through the loop's mailbox; the bounds, the
  * pings, the close handshake and the drain. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -192,6 +193,20 @@ static int check(m0_req *req)
 
 static void ws_begin(struct m0_conn *c, m0_req *req, m0_res *res);
 
+/* A WebSocket accepted that never was (D224): the app's on_close, 1006, hands its state back;
+ * `ws` is NULL when none was made (no memory, or the handler answered an error after). */
+static void give_back(const m0_res *res, struct m0_ws *ws)
+{
+        const m0_ws_callbacks *cb = res->upgrade.cb;
+        if (cb && cb->on_close)
+                cb->on_close(ws, 1006, res->upgrade.state);
+}
+
+static void ws_drop(m0_res *res)
+{
+        give_back(res, NULL);
+}
+
 int m0_res_websocket(m0_res *res, const m0_ws_callbacks *cb, void *state)
 {
         if (res->on_pool || !res->req) {
@@ -206,6 +221,7 @@ int m0_res_websocket(m0_res *res, const m0_ws_callbacks *cb, void *state)
                                         res->upgrade.accept) < 0)
                 return -EIO;
         res->upgrade.begin = ws_begin;
+        res->upgrade.drop = ws_drop;
         res->upgrade.cb = cb;
         res->upgrade.state = state;
         return 0;
@@ -316,16 +332,42 @@ static ssize_t send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t 
         return -1;
 }
 
-/* Close with `code` now (the bound that was passed, or the app's or the drain's word); reading
- * stops, and what is queued behind the Close is dropped (wslay sends a Close first). */
+/* Close with `code` now (a bound that was passed, a refusal, or the asked Close whose turn
+ * came); reading stops, and what is queued behind the Close is dropped (wslay sends a Close
+ * first, and nothing after it). */
 static void fail(struct m0_ws *ws, uint16_t code, const char *reason)
 {
         atomic_store(&ws->closing, true);
+        ws->close_queued = true;
         if (!ws->code)
                 ws->code = code;
         (void)wslay_event_queue_close(ws->ctx, code, (const uint8_t *)reason,
                                       reason ? strlen(reason) : 0);
         wslay_event_shutdown_read(ws->ctx);
+}
+
+/* The app's Close, or the drain's 1001 (D189, D223): no more sends from now, and the Close waits
+ * for every message queued before it, in wslay's queue or in the loop's mailbox, since wslay
+ * would send a control frame ahead of them and drop what stays queued behind it. */
+static void ask_close(struct m0_ws *ws, uint16_t code, const char *reason)
+{
+        atomic_store(&ws->closing, true);
+        if (ws->close_queued || ws->close_code)
+                return;
+        if (!ws->code)
+                ws->code = code;
+        ws->close_code = code;
+        snprintf(ws->close_reason, sizeof(ws->close_reason), "%s", reason ? reason : "");
+}
+
+/* The asked Close into wslay's queue once what went before it is out: true when it was. */
+static bool close_when_sent(struct m0_ws *ws)
+{
+        if (!ws->close_code || ws->close_queued || wslay_event_get_queued_msg_count(ws->ctx) ||
+            atomic_load(&ws->inbox))
+                return false;
+        fail(ws, ws->close_code, ws->close_reason[0] ? ws->close_reason : NULL);
+        return true;
 }
 
 /* WS3: frames of one message are bounded, each one a chunk wslay keeps until the last. */
@@ -427,8 +469,9 @@ static void end(struct m0_ws *ws, uint16_t code)
         }
         if (ws->bus)
                 m0__ws_unfollow(ws);
-        if (ws->opened && ws->cb && ws->cb->on_close)
-                ws->cb->on_close(ws, ws->code, ws->state);
+        /* once m0_res_websocket() took the state it is handed back here, opened or not (D224) */
+        if (ws->cb && ws->cb->on_close)
+                ws->cb->on_close(ws, ws->opened ? ws->code : 1006, ws->state);
 }
 
 /* The connection lets go of it (its reference), closing or handed back to HTTP/1.1. */
@@ -477,10 +520,10 @@ static void settle(struct m0_ws *ws)
                 cut(ws);
                 return;
         }
-        if (ws->drain && !ws->close_wait && !atomic_load(&ws->closing) &&
-            wslay_event_get_queued_msg_count(ws->ctx) == 0) {
-                /* WS4: the queued messages are out; now the Close (then what is sent below) */
-                fail(ws, 1001, "server shutting down");
+        if (ws->drain)
+                ask_close(ws, 1001, "server shutting down"); /* unless a Close is asked already */
+        if (close_when_sent(ws)) {
+                /* the messages before it are out (WS4); now the Close */
                 (void)wslay_event_send(ws->ctx);
                 if (ws->broken) {
                         end(ws, 1006);
@@ -590,6 +633,7 @@ static void ws_drain(struct m0_conn *c)
         struct m0_ws *ws = c->up;
         struct m0_hctx *l = ws->loop;
         ws->drain = true;
+        ask_close(ws, 1001, "server shutting down");
         if (!ws->opened || ws->in_io)
                 return;
         run(ws, false);
@@ -770,6 +814,7 @@ static void ws_begin(struct m0_conn *c, m0_req *req, m0_res *res)
         struct m0_ws *ws = ws_new(l, res);
         struct m0_conn *k = c->proto->tunnel ? switch_stream(c, ws, res) : switch_conn(c, ws, res);
         if (!k) {
+                give_back(res, ws); /* no 101 (or 200) went: its state goes back all the same */
                 if (ws)
                         ws_free(ws);
                 return;
@@ -782,16 +827,19 @@ static void ws_begin(struct m0_conn *c, m0_req *req, m0_res *res)
                 m0__count(&l->stats.ws_open, 1);
         if (res->nchans && m0__ws_follow(ws, req, res) < 0)
                 fail(ws, 1011, "cannot follow its channels");
-        if (l->stopping)
+        if (l->stopping) {
                 ws->drain = true; /* opened by a request the drain answered: 1001 at once */
+                ask_close(ws, 1001, "server shutting down");
+        }
 }
 
 /* ---- sends ---- */
 
-int m0__ws_queue(struct m0_ws *ws, uint8_t op, const void *data, size_t len)
+/* Into wslay's queue, unless its Close is there already (a Close asked for waits for this). */
+static int queue(struct m0_ws *ws, uint8_t op, const void *data, size_t len)
 {
         struct m0_hctx *l = ws->loop;
-        if (ws->ended || atomic_load(&ws->closing) || ws->drain)
+        if (ws->ended || ws->close_queued)
                 return -EPIPE;
         if (wslay_event_get_queued_msg_length(ws->ctx) + len > l->host->cfg.ws_max_queued) {
                 /* WS3: a slow consumer is closed, and keeps nobody waiting */
@@ -813,11 +861,34 @@ int m0__ws_queue(struct m0_ws *ws, uint8_t op, const void *data, size_t len)
         return 0;
 }
 
-/* A send or a close from another thread, on its way through the loop's mailbox. */
+int m0__ws_queue(struct m0_ws *ws, uint8_t op, const void *data, size_t len)
+{
+        if (ws->ended || atomic_load(&ws->closing) || ws->drain)
+                return -EPIPE;
+        return queue(ws, op, data, len);
+}
+
+void m0__ws_flush(struct m0_ws *ws)
+{
+        if (ws->c && !ws->ended && ws->opened && !ws->in_io)
+                run(ws, false);
+}
+
+void m0__ws_close_now(struct m0_ws *ws, uint16_t code, const char *reason)
+{
+        if (!ws->close_queued)
+                fail(ws, code, reason);
+        m0__ws_flush(ws);
+}
+
+/* A send or a close from another thread, on its way through the loop's mailbox: the app's
+ * Close, after what it sent before; the output bound's 1008, at once. */
+enum { POST_CLOSE = 0, POST_BOUND = -1 };
+
 struct ws_post {
         struct m0_msg m;
         struct m0_ws *ws;
-        int type; /* M0_WS_TEXT, M0_WS_BINARY; 0: a close */
+        int type; /* M0_WS_TEXT, M0_WS_BINARY, POST_CLOSE or POST_BOUND */
         uint16_t code;
         size_t len;
         char data[];
@@ -828,18 +899,23 @@ static void post_handle(struct m0_loop *el, struct m0_msg *m)
         (void)el;
         struct ws_post *p = M0__CONTAINER_OF(m, struct ws_post, m);
         struct m0_ws *ws = p->ws;
-        if (p->type)
+        if (p->type > 0) {
                 atomic_fetch_sub(&ws->posted, p->len);
+                atomic_fetch_sub(&ws->inbox, 1);
+        }
         if (ws->c && !ws->ended) {
-                if (p->type)
-                        (void)m0__ws_queue(
-                                ws, p->type == M0_WS_TEXT ? WSLAY_TEXT_FRAME : WSLAY_BINARY_FRAME,
-                                p->data, p->len);
-                else if (!atomic_load(&ws->closing)) {
-                        fail(ws, p->code, p->data);
-                        if (ws->opened)
-                                run(ws, false);
-                }
+                /* a message sent before a Close was asked for goes before it (D223) */
+                if (p->type > 0)
+                        (void)queue(ws,
+                                    p->type == M0_WS_TEXT ? WSLAY_TEXT_FRAME : WSLAY_BINARY_FRAME,
+                                    p->data, p->len);
+                else if (p->type == POST_CLOSE)
+                        ask_close(ws, p->code, p->data);
+                else if (!ws->close_queued)
+                        fail(ws, p->code, p->data); /* the output bound: 1008 at once (D187) */
+                if (ws->c && !ws->ended && ws->opened && !ws->in_io &&
+                    (p->type <= 0 || ws->close_code))
+                        run(ws, false); /* a Close, or the one that waited may go now */
         }
         m0_ws_unref(ws); /* the loop frees the message, `p` */
 }
@@ -848,8 +924,10 @@ static void post_drop(struct m0_loop *el, struct m0_msg *m)
 {
         (void)el;
         struct ws_post *p = M0__CONTAINER_OF(m, struct ws_post, m);
-        if (p->type)
+        if (p->type > 0) {
                 atomic_fetch_sub(&p->ws->posted, p->len);
+                atomic_fetch_sub(&p->ws->inbox, 1);
+        }
         m0_ws_unref(p->ws);
 }
 
@@ -857,10 +935,10 @@ static int post(struct m0_ws *ws, int type, uint16_t code, const void *data, siz
 {
         /* what waits in the mailbox counts against the output bound too: past it the loop
          * closes the WebSocket 1008, and this sender is not made to wait (WS3) */
-        size_t out = type ? len : 0;
+        size_t out = type > 0 ? len : 0;
         if (out && atomic_fetch_add(&ws->posted, out) + out > ws->loop->host->cfg.ws_max_queued) {
                 atomic_fetch_sub(&ws->posted, out);
-                (void)post(ws, 0, 1008, "too slow", 8);
+                (void)post(ws, POST_BOUND, 1008, "too slow", 8);
                 return -ENOBUFS;
         }
         struct ws_post *p = malloc(sizeof(*p) + len + 1);
@@ -877,9 +955,13 @@ static int post(struct m0_ws *ws, int type, uint16_t code, const void *data, siz
                 memcpy(p->data, data, len);
         p->data[len] = '\0';
         m0_ws_ref(ws);
+        if (type > 0)
+                atomic_fetch_add(&ws->inbox, 1);
         int r = m0__loop_post(&ws->loop->loop, &p->m);
         if (r < 0) {
                 atomic_fetch_sub(&ws->posted, out);
+                if (type > 0)
+                        atomic_fetch_sub(&ws->inbox, 1);
                 m0_ws_unref(ws);
                 free(p);
         }
@@ -912,10 +994,10 @@ int m0_ws_close(m0_ws *ws, int code, const char *reason)
         if (atomic_load(&ws->closing))
                 return -EPIPE;
         if (m0__thread_loop_self() != ws->loop)
-                return post(ws, 0, (uint16_t)code, reason ? reason : "", n);
+                return post(ws, POST_CLOSE, (uint16_t)code, reason ? reason : "", n);
         if (ws->ended)
                 return -EPIPE;
-        fail(ws, (uint16_t)code, reason);
+        ask_close(ws, (uint16_t)code, reason);
         if (!ws->in_io && ws->opened)
                 run(ws, false);
         return 0;

@@ -35,7 +35,8 @@ enum {
 struct m0_ws {
         atomic_uint refs;     /* the connection's, each message on its way, each m0_ws_ref() */
         atomic_size_t posted; /* bytes of messages in the loop's mailbox for it */
-        atomic_bool closing;  /* no more sends: its close is queued, or it is gone */
+        atomic_uint inbox;    /* its messages in the loop's mailbox (a close waits for them) */
+        atomic_bool closing;  /* no more sends: its close is asked for, or it is gone */
         struct m0_hctx *loop; /* its loop, for as long as it lives */
         struct m0_conn *c;    /* its connection (a stream's stand-in on HTTP/2); NULL once gone */
         const struct m0_carrier_ops *carrier;
@@ -57,6 +58,10 @@ struct m0_ws {
         bool bus;              /* it follows channels (WS2) */
         uint8_t nhold;         /* bytes in hold */
         uint8_t hold[14];      /* a frame's header, waiting for its payload (D217) */
+        bool close_queued;     /* its Close is in wslay's queue: nothing more goes behind it */
+        uint16_t close_code;   /* the Close asked for (the app's, or the drain's 1001), that
+                                * waits for the messages queued before it; 0 for none */
+        char close_reason[124];
         uint64_t cursor;       /* ... the newest event id it has, sent or passed over */
 };
 
@@ -72,6 +77,11 @@ extern const struct m0_proto_ops m0__proto_ws;
  * (the output bound: then closed 1008) or -ENOMEM. Then send what the transport takes, unless
  * inside wslay. */
 int m0__ws_queue(struct m0_ws *ws, uint8_t op, const void *data, size_t len);
+
+/* Send what wslay has now, unless inside wslay or not open yet. */
+void m0__ws_flush(struct m0_ws *ws);
+/* Close with `code` at once (a failure of m0's: 1011), unless a Close is queued already. */
+void m0__ws_close_now(struct m0_ws *ws, uint16_t code, const char *reason);
 
 /* ---- ws-bus.c: the bus's events as text messages (WS2) ---- */
 

@@ -298,7 +298,8 @@ def test_WS6_backfill_from_sqlite():
     whose Last-Event-ID is the first of five gets the m0-gap event, the second and third from
     SQLite by the app's backfill (no id: its Last-Event-ID stays), then the kept fourth and
     fifth with their ids, then the live ones (AP2). A WebSocket with the same last_event_id gets
-    the m0-gap message and the kept ones: its client reads the hole with ?after=."""
+    the same (D234): the m0-gap message, the messages between from SQLite (id null), then the
+    kept ones with their ids, none twice; ?after= reads the same hole."""
     with Rooms(M0_REPLAY_PER_CHANNEL="2") as a:
         ada = a.login("ada")
         got = [a.post(ada, "r", f"m{i}") for i in range(5)]
@@ -327,8 +328,13 @@ def test_WS6_backfill_from_sqlite():
                 eq(json.loads(await ws.recv()), {"id": None, "channel": "room:r", "event": "m0-gap",
                                                  "data": '{"channel":"room:r","oldest":%d}' % e[4]},
                    "the WebSocket's gap")
+                for x in m[1:4]:
+                    eq(json.loads(await ws.recv()), bus_message(None, "r", x),
+                       "backfilled from SQLite, before the kept ones")
                 eq(json.loads(await ws.recv()), bus_message(e[4], "r", m[4]), "kept")
                 eq(json.loads(await ws.recv()), bus_message(e6, "r", m6), "kept")
+                m7, e7 = a.post(ada, "r", "live again")
+                eq(json.loads(await ws.recv()), bus_message(e7, "r", m7), "then live, none twice")
             h = a.call("GET", f"/rooms/r/messages?after={m[0]['id']}&limit=3", cookie=ada)
             eq(json.loads(h.body)["messages"], list(m[1:4]), "the hole, by ?after=")
 

@@ -11,11 +11,14 @@ import os
 import shutil
 import subprocess
 import signal
+import socket
+import struct
 import time
 
 from m0test import Server, check, eq
+from test_ws_h2 import wait_count
 from wstest import (BINARY, CLOSE, CONT, PING, PONG, SAMPLE_KEY, TEXT, RawWs, close_payload,
-                    frame, websockets)
+                    frame, handshake, websockets)
 
 # ThreadSanitizer runs this module (sends from any thread): run.py, D235.
 THREADED = True
@@ -290,6 +293,86 @@ def test_WS1_sends_from_another_thread_while_the_client_leaves():
         ws.close()  # gone mid-flood: the thread's next sends are refused, nothing waits
         s.wait_log(r"m0\[ws_check\]: ws_check: flood stopped after \d+ sends: -32$")
         eq(s.stop(), 0, "exit status")
+
+
+
+def _burst_order(ws, n, size, code):
+    """n messages "burst I" padded to `size`, in order, then the Close (code, "burst done")."""
+    for i in range(n):
+        op, data = ws.message()
+        if op == TEXT:  # the text whole, but shown by its head
+            check(data == f"burst {i}".encode().ljust(size, b"."), f"message {i}: {data[:20]!r}")
+            data = data[:data.index(b".")]
+        eq((op, data), (TEXT, f"burst {i}".encode()), f"message {i} before the Close")
+    eq(ws.expect_close(), (code, "burst done"), "the Close after the messages")
+
+
+def test_WS1_close_after_the_messages_sent_before_it():
+    """m0_ws_close() after m0_ws_send()s in one go (SPEC WS1, D223): the client gets every
+    message, in order, then the Close with its code and reason, though wslay sends a control
+    frame first: the sends pile up behind a client that reads nothing until they are all queued
+    (a small receive buffer), on the loop in on_open and from the app's own thread."""
+    n, size = 2000, 4000  # 8 MB: more than the socket's send buffer takes
+    with Server("ws_check", env={"M0_WS_MAX_QUEUED": 64 << 20}) as s:
+        s.wait_ready()
+        for k, extra in enumerate(("", "&thread=1")):
+            ws = _raw(s, f"/burst?n={n}&size={size}&code=4002{extra}", rcvbuf=4096)
+            eq(wait_count(s, r"ws_check: burst queued$", k + 1), k + 1, "the burst queued")
+            _burst_order(ws, n, size, 4002)
+            ws.close()
+        eq(wait_count(s, r"ws_check: burst closed 4002$", 2), 2, "on_close with the app's code")
+        eq(s.stop(), 0, "exit status")
+
+
+def _counts(s):
+    c = s.connect()
+    r = c.get("/counts")
+    c.close()
+    eq(r.status, 200, "GET /counts")
+    return r.json()
+
+
+def wait_closed(s, want, timeout=10):
+    """/counts once on_close ran for every WebSocket accepted (or the time is out)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = _counts(s)
+        if got["accepted"] >= want and got["closed"] >= got["accepted"]:
+            return got
+        if time.monotonic() > deadline:
+            return got
+        time.sleep(0.05)
+
+
+def test_WS1_on_close_for_every_websocket_accepted():
+    """Once m0_res_websocket() took the state, on_close hands it back once, opened or not (SPEC
+    WS1, D224): clients that reset the connection right after the upgrade's request (the 101 then
+    fails, or goes to a client gone), and handlers that fail after accepting (500, no WebSocket);
+    on_close counts equal the upgrades accepted, and ws_check frees its state there."""
+    rounds = 200
+    with Server("ws_check") as s:
+        s.wait_ready()
+        for _ in range(rounds):
+            sock = socket.create_connection(s.tcp_addr)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.sendall(handshake("/burst?hold=1", f"{s.tcp_addr[0]}:{s.tcp_addr[1]}"))
+            sock.close()  # a reset, before a byte of the 101 is read
+        for _ in range(5):
+            c = s.connect()
+            c.send(handshake("/burst?fail=1", "test"))
+            eq(c.read_response().status, 500, "a handler that fails after accepting")
+            c.close()
+        got = wait_closed(s, 5)
+        check(got["accepted"] >= 5, f"upgrades accepted: {got}")
+        eq(got["closed"], got["accepted"], f"on_close once per upgrade accepted: {got}")
+        # most resets come before the 101 is out whole: the path that never opens is taken
+        check(got["opened"] < got["accepted"] - 5, f"some never opened: {got}")
+        eq(s.stop(), 0, "exit status")
+        eq(_closed_lines(s), got["accepted"], "on_close lines")
+
+
+def _closed_lines(s):
+    return len([ln for ln in s.log_lines() if ln.endswith("ws_check: burst closed 1006")])
 
 
 # ---- WS3: the output bound, pings and the idle bound ----

@@ -385,6 +385,61 @@ def test_WS1_h2_reset_stream_ends_the_websocket():
            "on_close once per WebSocket")
 
 
+def test_WS1_h2_close_after_the_messages_sent_before_it():
+    """m0_ws_close() after m0_ws_send()s in one go, on a stream (SPEC WS1, D223): every message
+    in order, then the Close with its code and reason, then END_STREAM; the sends pile up behind
+    the stream's windows (the client opens none until all are queued), on the loop and from the
+    app's own thread."""
+    n, size = 2000, 4000  # 8 MB, behind a stream window of 64 KiB
+    with Server("ws_check", env={"M0_WS_MAX_QUEUED": 64 << 20}) as s:
+        s.wait_ready()
+        m = Mux(s.port)
+        for k, (sid, extra) in enumerate(((1, ""), (3, "&thread=1"))):
+            m.auto_window = False
+            _ws(s, m, sid, f"/burst?n={n}&size={size}&code=4003{extra}")
+            eq(wait_count(s, r"ws_check: burst queued$", k + 1), k + 1, "the burst queued")
+            m.auto_window = True
+            m.h.send(WindowUpdateFrame(0, 1 << 24).serialize() +
+                     WindowUpdateFrame(sid, 1 << 24).serialize())
+            for i in range(n):
+                op, data = m.message(sid)
+                if op == TEXT:  # the text whole, but shown by its head
+                    check(data == f"burst {i}".encode().ljust(size, b"."), f"{i}: {data[:20]!r}")
+                    data = data[:data.index(b".")]
+                eq((op, data), (TEXT, f"burst {i}".encode()),
+                   f"stream {sid}'s message {i} before the Close")
+            eq(m.message(sid), (CLOSE, (4003, "burst done")), "the Close after the messages")
+            m.send_ws(sid, frame(CLOSE, close_payload(4003)))
+            eq(m.ended(sid)[0], "end", "END_STREAM after the Closes")
+        eq(wait_count(s, r"ws_check: burst closed 4003$", 2), 2, "on_close with the app's code")
+        m.close()
+        eq(s.stop(), 0, "exit status")
+
+
+def test_WS1_h2_on_close_for_a_stream_reset_before_its_200():
+    """A stream reset in the same packet as its extended CONNECT (SPEC WS1, D224): the handler
+    accepted, the WebSocket never opened, and on_close hands its state back once, 1006; the
+    connection's other streams go on."""
+    from test_websocket import wait_closed
+    rounds = 50
+    with Server("ws_check") as s:
+        s.wait_ready()
+        m = Mux(s.port)
+        fields = [(":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "http"),
+                  (":path", "/burst?hold=1"), (":authority", "test"),
+                  ("sec-websocket-version", "13")]
+        for i in range(rounds):
+            sid = 1 + 2 * i
+            head = HeadersFrame(sid, data=m.h.enc.encode(fields), flags=["END_HEADERS"])
+            m.h.send(head.serialize() + RstStreamFrame(sid, error_code=CANCEL).serialize())
+        eq(m.request(1 + 2 * rounds, "/nope")[0], 404, "the connection goes on")
+        got = wait_closed(s, rounds)
+        eq(got, {"accepted": rounds, "opened": 0, "closed": rounds},
+           "each accepted, none opened, each closed once")
+        m.close()
+        eq(s.stop(), 0, "exit status")
+
+
 def test_WS1_h2_sigterm_closes_each_1001_then_goaway():
     """SIGTERM (WS4, HT5): each WebSocket stream gets its Close 1001 after its queued messages,
     the connection a GOAWAY; the client's Closes end the streams, and the process exits 0."""

@@ -164,6 +164,7 @@ void m0__treplay_free(struct m0_treplay *t)
         m0__fvec_free(&t->rows);
         m0__buf_free(&t->gaps);
         m0__buf_free(&t->pre);
+        m0__fvec_free(&t->pre_frames);
         free(t->msg);
         free(t);
 }

@@ -53,6 +53,10 @@ struct m0_treplay {
         bool backfill;
         struct m0_buf gaps;
         struct m0_buf pre;
+        /* A WebSocket's backfill (D234): the app's events as frames, each with its channel,
+         * into `pre_frames` instead of `pre`'s bytes. */
+        bool frames;
+        struct m0_fvec pre_frames;
 };
 
 /*
