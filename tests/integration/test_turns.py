@@ -31,7 +31,9 @@ def _sel(i):
 
 
 def _search_cost(s):
-    """Seconds one /x/search?sel=100&k=64 takes on this build, the median of 9."""
+    """Seconds one /x/search?sel=100&k=64 takes on this build: the least of 9 round trips, the
+    one a loaded machine inflated least (a median of 9 read 7.6 ms where the batches then ran at
+    3.1 ms a search, too short to show a held loop)."""
     c = s.connect()
     took = []
     for _ in range(9):
@@ -40,7 +42,7 @@ def _search_cost(s):
         took.append(time.monotonic() - t0)
         eq(r.status, 200, "/x/search")
     c.close()
-    return sorted(took)[len(took) // 2]
+    return min(took)
 
 
 NOW = b"GET /x/now HTTP/1.1\r\nHost: test\r\n\r\n"
