@@ -453,6 +453,60 @@ static size_t app_fields(const struct m0_buf *head, char *low, nghttp2_nv *nv)
         return n;
 }
 
+/* An answer's header list as nghttp2 takes it: on the stack while it fits, else on the heap. */
+struct h2_head {
+        nghttp2_nv stack_nv[32], *nv;
+        char stack_low[1024], *low; /* the app's field names, lowered */
+        size_t n;
+};
+
+/* :status, Server and the loop's Date, with room for `extra` more fields and the app's lines of
+ * `res`, which head_app() adds last. -ENOMEM, with nothing to free. */
+static int head_begin(struct h2_head *hd, const struct m0_hctx *l, const m0_res *res,
+                      const char *status, size_t extra)
+{
+        size_t cap = 3 + extra + res->head.len / 4 + 1;
+        hd->nv = cap <= M0__ARRAY_SIZE(hd->stack_nv) ? hd->stack_nv
+                                                     : malloc(cap * sizeof(*hd->nv));
+        hd->low = res->head.len <= sizeof(hd->stack_low) ? hd->stack_low : malloc(res->head.len);
+        if (!hd->nv || !hd->low) {
+                if (hd->nv != hd->stack_nv)
+                        free(hd->nv);
+                if (hd->low != hd->stack_low)
+                        free(hd->low);
+                return -ENOMEM;
+        }
+        hd->n = 0;
+        hd->nv[hd->n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)status, 7, strlen(status),
+                                       NGHTTP2_NV_FLAG_NONE};
+        hd->nv[hd->n++] = (nghttp2_nv){(uint8_t *)"server", (uint8_t *)"m0", 6, 2,
+                                       NGHTTP2_NV_FLAG_NONE};
+        /* the loop's "Date: ...\r\n" line, its value */
+        if (l->loop.date_len > 8)
+                hd->nv[hd->n++] = (nghttp2_nv){(uint8_t *)"date", (uint8_t *)l->loop.date + 6, 4,
+                                               l->loop.date_len - 8, NGHTTP2_NV_FLAG_NONE};
+        return 0;
+}
+
+static void head_add(struct h2_head *hd, const char *k, const char *v, size_t vlen)
+{
+        hd->nv[hd->n++] = (nghttp2_nv){(uint8_t *)k, (uint8_t *)v, strlen(k), vlen,
+                                       NGHTTP2_NV_FLAG_NONE};
+}
+
+static void head_app(struct h2_head *hd, const m0_res *res)
+{
+        hd->n += app_fields(&res->head, hd->low, hd->nv + hd->n);
+}
+
+static void head_free(struct h2_head *hd)
+{
+        if (hd->nv != hd->stack_nv)
+                free(hd->nv);
+        if (hd->low != hd->stack_low)
+                free(hd->low);
+}
+
 static ssize_t read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len, uint32_t *flags,
                          nghttp2_data_source *src, void *ud)
 {
@@ -573,31 +627,18 @@ static int begin_events(struct m0_h2 *h, struct h2_stream *st, const m0_res *res
 {
         struct m0_conn *c = h->c;
         struct m0_hctx *l = c->loop;
-        size_t cap = 6 + res->head.len / 4 + 1;
-        nghttp2_nv stack_nv[32];
-        char stack_low[1024];
-        nghttp2_nv *nv = cap <= 32 ? stack_nv : malloc(cap * sizeof(*nv));
-        char *low = res->head.len <= sizeof(stack_low) ? stack_low : malloc(res->head.len);
+        struct h2_head hd;
         struct m0_conn *e = NULL;
-        int r = -ENOMEM;
-        if (!nv || !low)
-                goto out;
-        size_t n = 0;
-#define NV(k, v)                                                                                   \
-        nv[n++] = (nghttp2_nv){(uint8_t *)k, (uint8_t *)v, strlen(k), strlen(v),                   \
-                               NGHTTP2_NV_FLAG_NONE}
-        NV(":status", "200");
-        NV("server", "m0");
-        if (l->loop.date_len > 8)
-                nv[n++] = (nghttp2_nv){(uint8_t *)"date", (uint8_t *)l->loop.date + 6, 4,
-                                       l->loop.date_len - 8, NGHTTP2_NV_FLAG_NONE};
-        NV("content-type", "text/event-stream");
-        NV("cache-control", "no-cache");
-        NV("x-accel-buffering", "no");
-#undef NV
-        n += app_fields(&res->head, low, nv + n);
+        int r = head_begin(&hd, l, res, "200", 3);
+        if (r < 0)
+                return r;
+        r = -ENOMEM;
+        head_add(&hd, "content-type", "text/event-stream", 17);
+        head_add(&hd, "cache-control", "no-cache", 8);
+        head_add(&hd, "x-accel-buffering", "no", 2);
+        head_app(&hd, res);
         if (head_only) {
-                r = nghttp2_submit_response(h->s, st->id, nv, n, NULL) == 0 ? 0 : -EIO;
+                r = nghttp2_submit_response(h->s, st->id, hd.nv, hd.n, NULL) == 0 ? 0 : -EIO;
                 goto out;
         }
         st->out.len = st->out_off = 0;
@@ -619,7 +660,7 @@ static int begin_events(struct m0_h2 *h, struct h2_stream *st, const m0_res *res
         if (r < 0)
                 goto out;
         nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_body};
-        r = nghttp2_submit_response(h->s, st->id, nv, n, &prd) == 0 ? 0 : -EIO;
+        r = nghttp2_submit_response(h->s, st->id, hd.nv, hd.n, &prd) == 0 ? 0 : -EIO;
         if (r == 0 && e) {
                 st->sse = e;
                 e = NULL;
@@ -630,10 +671,7 @@ out:
                 m0__sse_unlink(e);
                 free(e);
         }
-        if (nv != stack_nv)
-                free(nv);
-        if (low != stack_low)
-                free(low);
+        head_free(&hd);
         return r;
 }
 
@@ -651,32 +689,20 @@ static int h2_respond(struct m0_conn *c, const m0_res *res, bool head_only)
                 return 0;
         if (res->stream)
                 return begin_events(h, st, res, head_only);
-        struct m0_hctx *l = c->loop;
-        size_t cap = 4 + res->head.len / 4 + 1;
-        nghttp2_nv stack_nv[32];
-        char stack_low[1024];
-        nghttp2_nv *nv = cap <= 32 ? stack_nv : malloc(cap * sizeof(*nv));
-        char *low = res->head.len <= sizeof(stack_low) ? stack_low : malloc(res->head.len);
-        int r = -ENOMEM;
-        if (!nv || !low)
-                goto out;
         char status[4], len[24];
         snprintf(status, sizeof(status), "%03d", res->status);
-        size_t n = 0;
-        nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)status, 7, 3, NGHTTP2_NV_FLAG_NONE};
-        nv[n++] = (nghttp2_nv){(uint8_t *)"server", (uint8_t *)"m0", 6, 2, NGHTTP2_NV_FLAG_NONE};
-        /* the loop's "Date: ...\r\n" line, its value */
-        if (l->loop.date_len > 8)
-                nv[n++] = (nghttp2_nv){(uint8_t *)"date", (uint8_t *)l->loop.date + 6, 4,
-                                       l->loop.date_len - 8, NGHTTP2_NV_FLAG_NONE};
+        struct h2_head hd;
+        int r = head_begin(&hd, c->loop, res, status, 1);
+        if (r < 0)
+                return r;
         bool no_len = res->status == 204 || res->status == 304;
         uint64_t body_len = res->file.on ? res->file.len : res->body.len;
         if (!no_len) {
                 int k = snprintf(len, sizeof(len), "%llu", (unsigned long long)body_len);
-                nv[n++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)len, 14, (size_t)k,
-                                       NGHTTP2_NV_FLAG_NONE};
+                head_add(&hd, "content-length", len, (size_t)k);
         }
-        n += app_fields(&res->head, low, nv + n);
+        head_app(&hd, res);
+        r = -ENOMEM;
         bool body = !head_only && !no_len && body_len;
         if (body && res->file.on) {
                 /* the file's bytes are read as the window lets them go (the answer's own
@@ -694,12 +720,9 @@ static int h2_respond(struct m0_conn *c, const m0_res *res, bool head_only)
                         goto out;
         }
         nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_body};
-        r = nghttp2_submit_response(h->s, st->id, nv, n, body ? &prd : NULL) == 0 ? 0 : -EIO;
+        r = nghttp2_submit_response(h->s, st->id, hd.nv, hd.n, body ? &prd : NULL) == 0 ? 0 : -EIO;
 out:
-        if (nv != stack_nv)
-                free(nv);
-        if (low != stack_low)
-                free(low);
+        head_free(&hd);
         return r;
 }
 
@@ -900,29 +923,14 @@ const struct m0_carrier_ops m0__h2_carrier = {
  * 9.3.6: none in a 2xx to CONNECT). Its DATA come as its WebSocket writes them. */
 static int answer_tunnel(struct m0_h2 *h, struct h2_stream *st, const m0_res *res)
 {
-        struct m0_hctx *l = h->c->loop;
-        size_t cap = 3 + res->head.len / 4 + 1;
-        nghttp2_nv stack_nv[32];
-        char stack_low[1024];
-        nghttp2_nv *nv = cap <= 32 ? stack_nv : malloc(cap * sizeof(*nv));
-        char *low = res->head.len <= sizeof(stack_low) ? stack_low : malloc(res->head.len);
-        int r = -ENOMEM;
-        if (!nv || !low)
-                goto out;
-        size_t n = 0;
-        nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NONE};
-        nv[n++] = (nghttp2_nv){(uint8_t *)"server", (uint8_t *)"m0", 6, 2, NGHTTP2_NV_FLAG_NONE};
-        if (l->loop.date_len > 8)
-                nv[n++] = (nghttp2_nv){(uint8_t *)"date", (uint8_t *)l->loop.date + 6, 4,
-                                       l->loop.date_len - 8, NGHTTP2_NV_FLAG_NONE};
-        n += app_fields(&res->head, low, nv + n);
+        struct h2_head hd;
+        int r = head_begin(&hd, h->c->loop, res, "200", 0);
+        if (r < 0)
+                return r;
+        head_app(&hd, res);
         nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_body};
-        r = nghttp2_submit_response(h->s, st->id, nv, n, &prd) == 0 ? 0 : -EIO;
-out:
-        if (nv != stack_nv)
-                free(nv);
-        if (low != stack_low)
-                free(low);
+        r = nghttp2_submit_response(h->s, st->id, hd.nv, hd.n, &prd) == 0 ? 0 : -EIO;
+        head_free(&hd);
         return r;
 }
 
