@@ -458,8 +458,8 @@ int main(int argc, char **argv)
                         printf("whole %" PRIu64 "\n", ++level);
                         fflush(stdout);
                 }
-                if (ready && (t >= ready_at + (uint64_t)(run_s * 1e9) ||
-                              (!echo_mode && level == expect)))
+                if (ready &&
+                    (t >= ready_at + (uint64_t)(run_s * 1e9) || (!echo_mode && level == expect)))
                         break;
                 int n = epoll_wait(ep, evs, 512, ready ? 10 : 100);
                 if (n < 0 && errno != EINTR)

@@ -39,7 +39,7 @@ struct m0_req {
         size_t body_len;
         int loop;
         int thread;
-        uint8_t http_minor;      /* HTTP/1.x's x */
+        uint8_t http_minor; /* HTTP/1.x's x */
         /* HTTP/2's extended CONNECT (RFC 8441): its `:protocol` ("websocket"), the request then
          * being the app's GET (D230); NULL for every other request */
         const char *protocol;

@@ -317,7 +317,7 @@ struct m0_backfill {
         struct m0_buf *out;
         struct m0_fvec *frames; /* a WebSocket's: the frames themselves, in place of `out` */
         size_t *bytes;          /* ... and their bytes so far */
-        size_t max; /* --max-output-bytes: what a stream may have unsent (B2) */
+        size_t max;             /* --max-output-bytes: what a stream may have unsent (B2) */
 };
 
 int m0_backfill_event(m0_backfill *bf, const char *event, const char *data)

@@ -466,8 +466,7 @@ static int head_begin(struct h2_head *hd, const struct m0_hctx *l, const m0_res 
                       const char *status, size_t extra)
 {
         size_t cap = 3 + extra + res->head.len / 4 + 1;
-        hd->nv = cap <= M0__ARRAY_SIZE(hd->stack_nv) ? hd->stack_nv
-                                                     : malloc(cap * sizeof(*hd->nv));
+        hd->nv = cap <= M0__ARRAY_SIZE(hd->stack_nv) ? hd->stack_nv : malloc(cap * sizeof(*hd->nv));
         hd->low = res->head.len <= sizeof(hd->stack_low) ? hd->stack_low : malloc(res->head.len);
         if (!hd->nv || !hd->low) {
                 if (hd->nv != hd->stack_nv)
@@ -479,8 +478,8 @@ static int head_begin(struct h2_head *hd, const struct m0_hctx *l, const m0_res 
         hd->n = 0;
         hd->nv[hd->n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)status, 7, strlen(status),
                                        NGHTTP2_NV_FLAG_NONE};
-        hd->nv[hd->n++] = (nghttp2_nv){(uint8_t *)"server", (uint8_t *)"m0", 6, 2,
-                                       NGHTTP2_NV_FLAG_NONE};
+        hd->nv[hd->n++] =
+                (nghttp2_nv){(uint8_t *)"server", (uint8_t *)"m0", 6, 2, NGHTTP2_NV_FLAG_NONE};
         /* the loop's "Date: ...\r\n" line, its value */
         if (l->loop.date_len > 8)
                 hd->nv[hd->n++] = (nghttp2_nv){(uint8_t *)"date", (uint8_t *)l->loop.date + 6, 4,
@@ -490,8 +489,8 @@ static int head_begin(struct h2_head *hd, const struct m0_hctx *l, const m0_res 
 
 static void head_add(struct h2_head *hd, const char *k, const char *v, size_t vlen)
 {
-        hd->nv[hd->n++] = (nghttp2_nv){(uint8_t *)k, (uint8_t *)v, strlen(k), vlen,
-                                       NGHTTP2_NV_FLAG_NONE};
+        hd->nv[hd->n++] =
+                (nghttp2_nv){(uint8_t *)k, (uint8_t *)v, strlen(k), vlen, NGHTTP2_NV_FLAG_NONE};
 }
 
 static void head_app(struct h2_head *hd, const m0_res *res)
@@ -975,7 +974,7 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
         if (f->hd.type == NGHTTP2_HEADERS && !st->head_done)
                 head_whole(h, st, end);
         if (end)
-                st->req_done = true; /* on HEADERS, DATA or the trailers' HEADERS */
+                st->req_done = true;     /* on HEADERS, DATA or the trailers' HEADERS */
         if (end && st->ws && st->ws->up) /* its WebSocket reads the end (a FIN, RFC 8441 5) */
                 m0__turn_defer(&st->ws->loop->loop, &st->ws->task, EPOLLIN);
         if (end && !st->answered)

@@ -43,8 +43,7 @@ static ssize_t tls_read(struct m0_transport *t, void *buf, size_t len)
                 ssize_t n = m0__tls_read(conn_of(t), (char *)buf + got, len - got);
                 if (n > 0) {
                         got += (size_t)n;
-                        if ((size_t)n < TLS_RECORD_MAX && got < len &&
-                            !m0__tls_pending(conn_of(t)))
+                        if ((size_t)n < TLS_RECORD_MAX && got < len && !m0__tls_pending(conn_of(t)))
                                 return (ssize_t)got;
                         continue;
                 }
