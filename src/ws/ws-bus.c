@@ -8,14 +8,12 @@
 
 #include <jansson.h>
 
-
 #include "bus.h"
 #include "conn.h"
 #include "host.h"
 #include "attach.h"
 #include "log.h"
 #include "replay.h"
-#include "request.h"
 #include "sse.h"
 #include "ws.h"
 
@@ -102,9 +100,6 @@ int m0__ws_follow(struct m0_ws *ws, m0_req *req, const m0_res *res)
         uint64_t after = 0;
         /* the query's: a browser's WebSocket cannot set a header */
         bool replay = m0__sse_event_id(m0_req_query(req, "last_event_id"), &after);
-        /* The handler has returned and its request's index was let go (m0__req_end): the one
-         * this read made must go too, or the loop's next request reads this one's query. */
-        m0__req_end(req);
         struct m0_fvec got = {0};
         struct m0_buf records = {0};
         struct ws_gaps g = {.ws = ws,

@@ -217,8 +217,8 @@ int m0_res_websocket(m0_res *res, const m0_ws_callbacks *cb, void *state)
         int r = check(req);
         if (r < 0)
                 return r;
-        if (!req->protocol && accept_of(m0_req_header(req, "Sec-WebSocket-Key"),
-                                        res->upgrade.accept) < 0)
+        if (!req->protocol &&
+            accept_of(m0_req_header(req, "Sec-WebSocket-Key"), res->upgrade.accept) < 0)
                 return -EIO;
         res->upgrade.begin = ws_begin;
         res->upgrade.drop = ws_drop;
@@ -551,8 +551,7 @@ static void settle(struct m0_ws *ws)
                 if (!ws->close_wait) {
                         ws->close_wait = true; /* the client's Close, within the linger */
                         ws->wait = M0__WS_WAIT_CLOSE;
-                        k->arm(c, ws->wait,
-                               l->loop.now_ms + (cfg->linger_ms ? cfg->linger_ms : 1));
+                        k->arm(c, ws->wait, l->loop.now_ms + (cfg->linger_ms ? cfg->linger_ms : 1));
                 }
         } else {
                 ws->wait = M0__WS_WAIT_PING;

@@ -62,7 +62,7 @@ struct m0_ws {
         uint16_t close_code;   /* the Close asked for (the app's, or the drain's 1001), that
                                 * waits for the messages queued before it; 0 for none */
         char close_reason[124];
-        uint64_t cursor;       /* ... the newest event id it has, sent or passed over */
+        uint64_t cursor; /* ... the newest event id it has, sent or passed over */
 };
 
 /* ---- ws.c ---- */
