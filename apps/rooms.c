@@ -43,6 +43,8 @@ static const char setup_sql[] = "PRAGMA journal_mode = WAL; PRAGMA synchronous =
                                 "CREATE INDEX IF NOT EXISTS messages_room ON messages(room, id);"
                                 "CREATE INDEX IF NOT EXISTS messages_event"
                                 " ON messages(room, event_id);"
+                                "CREATE INDEX IF NOT EXISTS messages_author"
+                                " ON messages(author, time);"
                                 "CREATE TABLE IF NOT EXISTS sessions ("
                                 " token_hash BLOB PRIMARY KEY,"
                                 " user TEXT NOT NULL,"
@@ -55,6 +57,7 @@ enum {
         Q_SESSION_DEL,
         Q_ROOM_ADD,
         Q_ROOM_HAS,
+        Q_RECENT,
         Q_POST,
         Q_TRIM,
         Q_EVENT_ID,
@@ -74,6 +77,8 @@ static const char *const query_sql[Q_N] = {
         [Q_ROOM_ADD] = "INSERT OR IGNORE INTO rooms(name) SELECT ?1"
                        " WHERE (SELECT count(*) FROM rooms) < ?2",
         [Q_ROOM_HAS] = "SELECT 1 FROM rooms WHERE name = ?1",
+        /* a user's messages of the last minute, in every room (M0_ROOMS_USER_POSTS) */
+        [Q_RECENT] = "SELECT count(*) FROM messages WHERE author = ?1 AND time > ?2",
         [Q_POST] = "INSERT INTO messages(room, author, text, time) VALUES (?1, ?2, ?3, ?4)"
                    " RETURNING " MESSAGE_COLS,
         /* the room's oldest past M0_ROOMS_KEEP go with the write that passes it */
@@ -99,7 +104,7 @@ struct rooms {
  * read-only after. */
 static char db_path[4096];
 static long busy_ms, session_s, max_sessions, max_text, max_rooms, keep, max_page, backfill_max,
-        secure;
+        user_posts, secure;
 
 /* M0_ROOMS_ORIGINS, read by main() before the host starts: CORS with cookies for those origins,
  * and the origins a room's WebSocket takes (D220). */
@@ -399,22 +404,37 @@ static int text_of(const json_t *body, const char **ret, struct refusal *no)
         return 0;
 }
 
-/* Store the message in one transaction: the room made if new (within M0_ROOMS_MAX_ROOMS), the
- * message added, the room's oldest past M0_ROOMS_KEEP dropped. 0 and the row as JSON, 1 and
- * the refusal, or -errno. */
+/* Store the message in one transaction: refused if its user posted M0_ROOMS_USER_POSTS in the
+ * last minute (every room, every session and loop: the count is the database's), the room made
+ * if new (within M0_ROOMS_MAX_ROOMS), the message added, the room's oldest past M0_ROOMS_KEEP
+ * dropped. 0 and the row as JSON, 1 and the refusal, or -errno. */
 static int store(struct rooms *t, const char *room, const char *user, const char *text,
                  json_t **ret, struct refusal *no)
 {
         int r = exec(t, "BEGIN IMMEDIATE");
         if (r < 0)
                 return r;
-        sqlite3_stmt *s = stmt(t, Q_ROOM_ADD);
+        sqlite3_stmt *s = stmt(t, Q_RECENT);
+        sqlite3_bind_text(s, 1, user, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, now_s() - 60);
+        int rc = sqlite3_step(s);
+        int64_t recent = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+        sqlite3_reset(s);
+        if (rc != SQLITE_ROW || recent >= user_posts) {
+                (void)exec(t, "ROLLBACK");
+                if (rc != SQLITE_ROW)
+                        return db_errno(rc);
+                *no = (struct refusal){429, "M0_ROOMS_USER_POSTS messages a minute at most: "
+                                            "post again in a minute"};
+                return 1;
+        }
+        s = stmt(t, Q_ROOM_ADD);
         sqlite3_bind_text(s, 1, room, -1, SQLITE_STATIC);
         sqlite3_bind_int64(s, 2, max_rooms);
         r = run(s);
         s = stmt(t, Q_ROOM_HAS);
         sqlite3_bind_text(s, 1, room, -1, SQLITE_STATIC);
-        int rc = r < 0 ? SQLITE_OK : sqlite3_step(s);
+        rc = r < 0 ? SQLITE_OK : sqlite3_step(s);
         sqlite3_reset(s);
         if (r == 0 && rc == SQLITE_DONE) {
                 (void)exec(t, "ROLLBACK");
@@ -503,6 +523,8 @@ static int post_message(m0_req *req, m0_res *res, void *state)
         r = text_of(body, &text, &no);
         if (r == 0)
                 r = post(state, room, user, text, &j, &event, &no);
+        if (r == 1 && no.status == 429) /* the window is a minute: the oldest of it ends in one */
+                r = (r = m0_res_header(res, "Retry-After", "60")) < 0 ? r : 1;
         if (r != 0)
                 return r < 0 ? r : problem(req, res, no.status, no.detail);
         r = app_where(req, res);
@@ -599,9 +621,10 @@ static void ws_refuse(m0_ws *ws, const struct socket *k, const struct refusal *n
         static const struct {
                 int status;
                 const char *title;
-        } titles[] = {{400, "Bad Request"},           {401, "Unauthorized"},
-                      {413, "Content Too Large"},     {415, "Unsupported Media Type"},
-                      {500, "Internal Server Error"}, {507, "Insufficient Storage"}};
+        } titles[] = {{400, "Bad Request"},         {401, "Unauthorized"},
+                      {413, "Content Too Large"},   {415, "Unsupported Media Type"},
+                      {429, "Too Many Requests"},   {500, "Internal Server Error"},
+                      {507, "Insufficient Storage"}};
         const char *title = "Error";
         for (size_t i = 0; i < sizeof(titles) / sizeof(titles[0]); i++)
                 if (titles[i].status == no->status)
@@ -772,6 +795,8 @@ static int knobs(char *finding, size_t flen, char *fix, size_t xlen)
             (e = knob("M0_ROOMS_KEEP", 10000, 1, 100000000, &keep, finding, flen, fix, xlen)) ||
             (e = knob("M0_ROOMS_MAX_PAGE", 100, 1, 10000, &max_page, finding, flen, fix, xlen)) ||
             (e = knob("M0_ROOMS_BACKFILL_MAX", 500, 0, 100000, &backfill_max, finding, flen, fix,
+                      xlen)) ||
+            (e = knob("M0_ROOMS_USER_POSTS", 60, 1, 1000000, &user_posts, finding, flen, fix,
                       xlen)))
                 return e;
         return knob("M0_ROOMS_SECURE_COOKIE", 0, 0, 1, &secure, finding, flen, fix, xlen);

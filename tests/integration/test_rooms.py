@@ -28,7 +28,7 @@ JSON = "application/json"
 FORM = "application/x-www-form-urlencoded"
 PROBLEM = "application/problem+json"
 TITLES = {400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 413: "Content Too Large",
-          415: "Unsupported Media Type", 503: "Service Unavailable", 507: "Insufficient Storage"}
+          415: "Unsupported Media Type", 429: "Too Many Requests", 503: "Service Unavailable", 507: "Insufficient Storage"}
 
 
 class Rooms:
@@ -408,6 +408,8 @@ def test_WS6_knobs_refused():
         for env, finding in (
                 ({"M0_ROOMS_MAX_TEXT": "0"}, "M0_ROOMS_MAX_TEXT='0' is not a number from 1 to 65536"),
                 ({"M0_ROOMS_KEEP": "ten"}, "M0_ROOMS_KEEP='ten' is not a number"),
+                ({"M0_ROOMS_USER_POSTS": "0"},
+                 "M0_ROOMS_USER_POSTS='0' is not a number from 1 to 1000000"),
                 ({"M0_ROOMS_SECURE_COOKIE": "2"}, "M0_ROOMS_SECURE_COOKIE='2'"),
                 ({"M0_ROOMS_ORIGINS": "*"}, "M0_ROOMS_ORIGINS names '*'"),
                 ({"M0_ROOMS_ORIGINS": " ".join(f"https://o{i}.example" for i in range(17))},
@@ -482,3 +484,34 @@ def test_WS6_bounds():
            "nothing stored in it")
         eq(a.call("POST", "/logout", cookie=ada).status, 204, "logout")
         a.login("bob")
+
+
+def test_WS6_user_posts_bound():
+    """M0_ROOMS_USER_POSTS: a user's messages of the last minute, in every room and by either
+    way in, are bounded; past it a POST is 429 with Retry-After and a WebSocket's message a 429
+    problem, and nothing is stored; another user still posts."""
+    limit = "M0_ROOMS_USER_POSTS messages a minute at most: post again in a minute"
+    with Rooms(M0_ROOMS_USER_POSTS="3") as a:
+        ada, bob = a.login("ada"), a.login("bob")
+        kept = [a.post(ada, "lobby", "one")[0], a.post(ada, "other", "two")[0]]
+
+        async def third_and_fourth():
+            async with websockets.connect(f"{a.base}/rooms/lobby/ws",
+                                          extra_headers={"Cookie": f"rooms_session={ada}"}) as ws:
+                await ws.send(json.dumps({"text": "three"}))
+                got = json.loads(await ws.recv())
+                kept.append(json.loads(got["data"]))
+                await ws.send(json.dumps({"text": "four"}))
+                p = json.loads(await ws.recv())
+                eq((p["id"], p["channel"], p["event"]), (None, "room:lobby", "problem"),
+                   "the fourth, by WebSocket")
+                eq(json.loads(p["data"]), {"type": "about:blank", "title": TITLES[429],
+                                           "status": 429, "detail": limit}, "its problem")
+        asyncio.run(third_and_fourth())
+        eq(kept[2]["text"], "three", "the third, stored")
+        r = a.call("POST", "/rooms/lobby/messages", {"text": "five"}, cookie=ada)
+        expect_problem(r, 429, limit, "the fifth, by POST")
+        eq(r.header("Retry-After"), "60", "when to post again")
+        m, _ = a.post(bob, "lobby", "bob's")
+        eq(json.loads(a.call("GET", "/rooms/lobby/messages", cookie=bob).body)["messages"],
+           [kept[0], kept[2], m], "the lobby holds what was taken, nothing refused")
