@@ -43,7 +43,7 @@ static int refuse(const char *finding, const char *fix)
         return M0__EXIT_CONFIG;
 }
 
-/* ---- the threads: one list of every thread started, in the order they started ---- */
+/* ---- what the other folders read of the host, handed to them (LY4, D240) ---- */
 
 void m0__host_link(struct m0_host *h)
 {
@@ -63,6 +63,8 @@ void m0__host_link(struct m0_host *h)
         h->metrics.serve = s;
         h->metrics.shared = &h->shared;
 }
+
+/* ---- the threads: one list of every thread started, in the order they started ---- */
 
 static void add_thread(struct m0_host *h, struct m0_thread *t)
 {
