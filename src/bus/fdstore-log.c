@@ -12,7 +12,6 @@
 #include <systemd/sd-daemon.h>
 
 #include "bus.h"
-#include "host.h"
 #include "fdstore-log.h"
 
 /*
@@ -618,10 +617,10 @@ static int open_or_replace(struct m0_store *s, struct m0_bus *b, int fd, uint64_
         return create(s, log_size, last);
 }
 
-int m0__store_open(struct m0_host *h, int passed_fd, bool *ret_restored, char *msg, size_t msg_len)
+int m0__store_open(struct m0_bus *b, size_t replay_bytes, int passed_fd, bool *ret_restored,
+                   char *msg, size_t msg_len)
 {
-        struct m0_bus *b = &h->bus;
-        uint64_t log_size = m0__store_log_size(h->cfg.replay_bytes);
+        uint64_t log_size = m0__store_log_size(replay_bytes);
         size_t whole = b->replay.limit;
         *ret_restored = false;
         struct m0_store *s = calloc(1, sizeof(*s));

@@ -10,7 +10,6 @@
 
 struct m0_bus;
 struct m0_frame;
-struct m0_host;
 struct m0_store;
 
 /* The fd store entry's name, in LISTEN_FDNAMES and FDNAME=. */
@@ -22,7 +21,8 @@ struct m0_store;
 /* The memfd's log for a replay bound of `replay_bytes` (M0_REPLAY_BYTES): half of it (D77). */
 size_t m0__store_log_size(size_t replay_bytes);
 /*
- * Take the event state back from `passed_fd` (-1: none was passed) into the bus, or start a new
+ * Take the event state back from `passed_fd` (-1: none was passed) into bus `b`, whose replay is
+ * bound by `replay_bytes` (M0_REPLAY_BYTES), or start a new
  * one, and hand it to systemd's fd store; the replay store's share of M0_REPLAY_BYTES becomes
  * what the memfd leaves. A passed store is checked whole first (D46, D77); one that does not fit
  * is removed from the fd store and replaced; one of version 1 gives its ids, not its frames.
@@ -30,7 +30,8 @@ size_t m0__store_log_size(size_t replay_bytes);
  * the caller chooses where they start (N3). `msg` says what happened, for the log. 0, or -errno
  * when no new state could be made.
  */
-int m0__store_open(struct m0_host *h, int passed_fd, bool *ret_restored, char *msg, size_t msg_len);
+int m0__store_open(struct m0_bus *b, size_t replay_bytes, int passed_fd, bool *ret_restored,
+                   char *msg, size_t msg_len);
 /* A frame the replay store keeps: its copy is appended to the log (under the bus lock). */
 void m0__store_keep(struct m0_store *s, struct m0_frame *f);
 /* A frame the replay store gives up: its copy is dead (under the bus lock). */

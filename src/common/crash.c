@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #include "crash.h"
-#include "host.h"
 #include "log.h"
 #include "hctx.h"
 
@@ -41,7 +40,7 @@ static __thread char t_request[160] TLS;
 static __thread struct m0_hctx *t_loop_ptr TLS;
 static __thread void *t_altstack TLS;
 
-static struct m0_host *crash_host;
+static const char *crash_name;
 static int journal_fd = -1;
 static int bt_fd = -1;
 static atomic_int crashing;
@@ -83,7 +82,7 @@ void m0__thread_forget(void)
         }
 }
 
-void m0__thread_request_set(struct m0_host *h, const char *method, const char *path)
+void m0__thread_request_set(bool watched, const char *method, const char *path)
 {
         if (!method) {
                 t_request[0] = '\0';
@@ -99,7 +98,7 @@ void m0__thread_request_set(struct m0_host *h, const char *method, const char *p
                 t_request[m + 1 + p] = '\0';
         }
         /* The watchdog names what a stuck loop serves; without it the lock is not taken. */
-        if (h->watchdog_usec && t_loop_ptr) {
+        if (watched && t_loop_ptr) {
                 pthread_mutex_lock(&t_loop_ptr->cur_lock);
                 memcpy(t_loop_ptr->cur, t_request, sizeof(t_loop_ptr->cur));
                 pthread_mutex_unlock(&t_loop_ptr->cur_lock);
@@ -245,7 +244,7 @@ static void backtrace_text(char *out, size_t cap)
 
 static const char *app_name(void)
 {
-        return crash_host && crash_host->app->name ? crash_host->app->name : "m0";
+        return crash_name ? crash_name : "m0";
 }
 
 /*
@@ -345,9 +344,9 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
         raise(sig);
 }
 
-void m0__crash_install(struct m0_host *h, bool journal)
+void m0__crash_install(const char *name, bool journal)
 {
-        crash_host = h;
+        crash_name = name;
         void *warm[4];
         (void)backtrace(warm, 4);
         bt_fd = memfd_create("m0-backtrace", MFD_CLOEXEC);

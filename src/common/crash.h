@@ -8,15 +8,15 @@
 
 #include "m0.h"
 
-struct m0_host;
 struct m0_hctx;
 
 /* A compute thread and the metrics thread, beside the kinds of m0_thread_kind. */
 #define M0__THREAD_COMPUTE 3
 #define M0__THREAD_METRICS 4
 
-/* Install the fatal-signal handlers (J2) once, before any thread exists. */
-void m0__crash_install(struct m0_host *h, bool journal);
+/* Install the fatal-signal handlers (J2) once, before any thread exists; `name` (the app's, which
+ * outlives every thread) names the process in the report, "m0" when NULL. */
+void m0__crash_install(const char *name, bool journal);
 /* Name this thread for crash reports and give it an alternate signal stack. */
 void m0__thread_identify(struct m0_hctx *l, m0_thread_kind kind, int loop, int thread);
 void m0__thread_forget(void);
@@ -24,8 +24,8 @@ void m0__thread_forget(void);
 int m0__thread_loop(void);
 /* The loop whose own thread this is; NULL on any other thread (a pool thread included). */
 struct m0_hctx *m0__thread_loop_self(void);
-/* Record the request this thread is serving (NULL when none): the watchdog and crash reports
- * name it. */
-void m0__thread_request_set(struct m0_host *h, const char *method, const char *path);
+/* Record the request this thread is serving (NULL when none): crash reports name it, and with
+ * `watched` (the watchdog is on) the watchdog too, through the loop's copy. */
+void m0__thread_request_set(bool watched, const char *method, const char *path);
 
 #endif /* M0_CRASH_H */

@@ -11,7 +11,7 @@
 #include "caps.h"
 #include "config.h"
 #include "doctor.h"
-#include "host.h"
+#include "host-private.h"
 #include "json.h"
 #include "fdstore-log.h"
 

@@ -17,7 +17,7 @@
 #include "crash.h"
 #include "doctor.h"
 #include "h2.h"
-#include "host.h"
+#include "host-private.h"
 #include "log.h"
 #include "notify.h"
 #include "sse.h"
@@ -43,6 +43,27 @@ static int refuse(const char *finding, const char *fix)
         return M0__EXIT_CONFIG;
 }
 
+/* ---- what the other folders read of the host, handed to them (LY4, D240) ---- */
+
+void m0__host_link(struct m0_host *h)
+{
+        struct m0_serve *s = &h->serve;
+        s->app = h->app;
+        s->cfg = &h->cfg;
+        s->router = &h->router;
+        s->cors = &h->cors;
+        s->bus = &h->bus;
+        s->sockets = &h->sockets;
+        s->life = &h->life;
+        s->tls = h->tls;
+        h->life = (struct m0_lifecycle){.app = h->app,
+                                        .barrier = &h->barrier,
+                                        .loops = s->nloops,
+                                        .loop_handler_max_ms = (unsigned)(s->watchdog_usec / 4000)};
+        h->metrics.serve = s;
+        h->metrics.shared = &h->shared;
+}
+
 /* ---- the threads: one list of every thread started, in the order they started ---- */
 
 static void add_thread(struct m0_host *h, struct m0_thread *t)
@@ -65,8 +86,8 @@ static int start_thread(struct m0_host *h, struct m0_thread *t)
 /* Each loop's thread and its pool threads (L1): they build their handlers and wait. */
 static int start_loops(struct m0_host *h)
 {
-        for (int i = 0; i < h->nloops; i++) {
-                struct m0_hctx *l = &h->loops[i];
+        for (int i = 0; i < h->serve.nloops; i++) {
+                struct m0_hctx *l = &h->serve.loops[i];
                 int r = start_thread(h, &l->thread);
                 for (int t = 0; r == 0 && t < l->pool.nthreads; t++)
                         r = start_thread(h, &l->pool.threads[t].thread);
@@ -93,32 +114,33 @@ static int prepare(struct m0_host *h, int *ret_sfd)
         pthread_sigmask(SIG_BLOCK, &mask, NULL);
         signal(SIGPIPE, SIG_IGN);
         *ret_sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-        h->done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (*ret_sfd < 0 || h->done_fd < 0) {
+        h->serve.done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (*ret_sfd < 0 || h->serve.done_fd < 0) {
                 m0__log(M0_LOG_ERR, -1, NULL, "cannot set up signals: %s", strerror(errno));
                 return M0__EXIT_FAIL;
         }
-        h->nloops = (int)h->cfg.threads;
-        m0__crash_install(h, m0__log_journal());
-        h->tick_ms = m0__config_source(&h->cfg, "app-tick-ms") != M0_SRC_DEFAULT
-                             ? h->cfg.app_tick_ms
-                             : h->app->tick_ms;
+        h->serve.nloops = (int)h->cfg.threads;
+        m0__crash_install(h->app->name, m0__log_journal());
+        h->serve.tick_ms = m0__config_source(&h->cfg, "app-tick-ms") != M0_SRC_DEFAULT
+                                   ? h->cfg.app_tick_ms
+                                   : h->app->tick_ms;
         uint64_t wd = 0;
         if (sd_watchdog_enabled(0, &wd) > 0)
-                h->watchdog_usec = wd;
+                h->serve.watchdog_usec = wd;
         m0__barrier_init(&h->barrier);
-        atomic_store(&h->accepting, h->nloops);
+        atomic_store(&h->serve.accepting, h->serve.nloops);
         m0__thread_init(&h->producer.thread, M0_THREAD_PRODUCER, -1, -1, m0__producer_main, h);
-        h->threads_cap =
-                h->nloops * (1 + (int)h->cfg.blocking_threads) + 1 + (int)h->cfg.compute_threads;
-        h->loops = calloc((size_t)h->nloops, sizeof(*h->loops));
+        h->threads_cap = h->serve.nloops * (1 + (int)h->cfg.blocking_threads) + 1 +
+                         (int)h->cfg.compute_threads;
+        h->serve.loops = calloc((size_t)h->serve.nloops, sizeof(*h->serve.loops));
         h->threads = calloc((size_t)h->threads_cap, sizeof(*h->threads));
-        if (!h->loops || !h->threads)
+        if (!h->serve.loops || !h->threads)
                 return M0__EXIT_FAIL;
-        for (int i = 0; i < h->nloops; i++)
-                m0__hctx_prepare(&h->loops[i], h, i);
-        for (int i = 0; i < h->nloops; i++) {
-                int r = m0__hctx_build(&h->loops[i]);
+        m0__host_link(h);
+        for (int i = 0; i < h->serve.nloops; i++)
+                m0__hctx_prepare(&h->serve.loops[i], &h->serve, i);
+        for (int i = 0; i < h->serve.nloops; i++) {
+                int r = m0__hctx_build(&h->serve.loops[i]);
                 if (r < 0) {
                         m0__log(M0_LOG_ERR, i, NULL, "cannot set up loop %d: %s", i, strerror(-r));
                         return M0__EXIT_FAIL;
@@ -130,10 +152,10 @@ static int prepare(struct m0_host *h, int *ret_sfd)
 static void status_line(struct m0_host *h, char *out, size_t len)
 {
         unsigned comp = h->cfg.compute_threads;
-        int n = snprintf(out, len,
-                         "STATUS=serving on %d loop%s, %u pool thread%s, %zu socket%s:", h->nloops,
-                         h->nloops == 1 ? "" : "s", h->cfg.blocking_threads * (unsigned)h->nloops,
-                         h->cfg.blocking_threads * (unsigned)h->nloops == 1 ? "" : "s",
+        int n = snprintf(out, len, "STATUS=serving on %d loop%s, %u pool thread%s, %zu socket%s:",
+                         h->serve.nloops, h->serve.nloops == 1 ? "" : "s",
+                         h->cfg.blocking_threads * (unsigned)h->serve.nloops,
+                         h->cfg.blocking_threads * (unsigned)h->serve.nloops == 1 ? "" : "s",
                          h->sockets.n, h->sockets.n == 1 ? "" : "s");
         for (size_t i = 0; i < h->sockets.n && n > 0 && (size_t)n < len; i++)
                 n += snprintf(out + n, len - (size_t)n, " %s", h->sockets.v[i].where);
@@ -156,8 +178,8 @@ static bool await_handlers(struct m0_host *h)
                 return false;
         if (m0__producer_needed(h)) {
                 struct m0_producer *p = &h->producer;
-                p->beats = calloc((size_t)h->nloops, sizeof(*p->beats));
-                p->stuck = calloc((size_t)h->nloops, sizeof(*p->stuck));
+                p->beats = calloc((size_t)h->serve.nloops, sizeof(*p->beats));
+                p->stuck = calloc((size_t)h->serve.nloops, sizeof(*p->stuck));
                 if (!p->beats || !p->stuck) {
                         m0__log(M0_LOG_ERR, -1, NULL, "cannot start the producer: %s",
                                 strerror(ENOMEM));
@@ -168,7 +190,7 @@ static bool await_handlers(struct m0_host *h)
                 if (!m0__barrier_await(&h->barrier, h->nthreads))
                         return false;
         }
-        int r = m0__compute_start(h);
+        int r = m0__compute_start(&h->compute, h->cfg.compute_threads);
         for (int i = 0; h->compute.threads && i < h->compute.nthreads; i++)
                 if (h->compute.threads[i].started)
                         add_thread(h, &h->compute.threads[i]);
@@ -176,14 +198,14 @@ static bool await_handlers(struct m0_host *h)
                 m0__log(M0_LOG_ERR, -1, NULL, "cannot start the compute pool");
                 return false;
         }
-        r = m0__metrics_start(h);
+        r = m0__metrics_start(&h->metrics);
         if (r < 0) {
                 m0__log(M0_LOG_ERR, -1, NULL, "cannot start the metrics thread: %s", strerror(-r));
                 return false;
         }
         char st[1200];
         status_line(h, st, 512);
-        m0__shared_notify_ready(h, st, sizeof(st));
+        m0__shared_notify_ready(&h->shared, st, sizeof(st));
         m0__log(M0_LOG_NOTICE, -1, M0_MID_READY, "ready: %s", st + 7);
         return true;
 }
@@ -193,7 +215,7 @@ static bool await_handlers(struct m0_host *h)
 static int abort_start(struct m0_host *h, int code)
 {
         m0__barrier_open(&h->barrier, false);
-        m0__compute_stop(h);
+        m0__compute_stop(&h->compute);
         struct timespec far = m0__deadline_after(3600 * 1000);
         for (int i = 0; i < h->nthreads; i++)
                 (void)m0__thread_join_by(h->threads[i], &far);
@@ -209,12 +231,12 @@ static int abort_start(struct m0_host *h, int code)
 
 static void post_stop_all(struct m0_host *h)
 {
-        atomic_store(&h->stopping, true);
+        atomic_store(&h->serve.stopping, true);
         atomic_store(&h->producer.stop, true);
-        m0__compute_stop(h); /* queued work finishes; new calls run inline */
+        m0__compute_stop(&h->compute); /* queued work finishes; new calls run inline */
         /* a stop that cannot be allocated leaves its loop named as a straggler at the bound */
-        for (int i = 0; i < h->nloops; i++)
-                (void)m0__hctx_post_stop(&h->loops[i]);
+        for (int i = 0; i < h->serve.nloops; i++)
+                (void)m0__hctx_post_stop(&h->serve.loops[i]);
 }
 
 /*
@@ -225,9 +247,9 @@ static void post_stop_all(struct m0_host *h)
 static bool handoffs_balance(struct m0_host *h)
 {
         uint64_t passed = 0, received = 0;
-        for (int i = 0; i < h->nloops; i++) {
-                passed += h->loops[i].passed;
-                received += h->loops[i].received;
+        for (int i = 0; i < h->serve.nloops; i++) {
+                passed += h->serve.loops[i].passed;
+                received += h->serve.loops[i].received;
         }
         if (passed == received)
                 return true;
@@ -266,8 +288,8 @@ static int join_all(struct m0_host *h, uint64_t bound_ms)
                 struct m0_thread *t = h->threads[i];
                 bool pool = t->kind == M0_THREAD_POOL;
                 /* A loop that never got to the end of its drain did not stop its pool. */
-                if (pool && h->loops[t->loop].thread.started)
-                        m0__pool_stop(&h->loops[t->loop].pool);
+                if (pool && h->serve.loops[t->loop].thread.started)
+                        m0__pool_stop(&h->serve.loops[t->loop].pool);
                 if (m0__thread_join_by(t, pool ? &pool_dl : &dl) == 0)
                         continue;
                 code = M0__EXIT_FAIL;
@@ -280,8 +302,8 @@ static int join_all(struct m0_host *h, uint64_t bound_ms)
                 m0__log(M0_LOG_ERR, -1, M0_MID_DRAIN_TIMEOUT,
                         "%d compute thread%s still running past the drain's bound (%llu ms)",
                         compute_left, compute_left == 1 ? "" : "s", (unsigned long long)bound_ms);
-        for (int i = 0; i < h->nloops; i++)
-                if (h->loops[i].failed || h->loops[i].cut)
+        for (int i = 0; i < h->serve.nloops; i++)
+                if (h->serve.loops[i].failed || h->serve.loops[i].cut)
                         code = M0__EXIT_FAIL;
         if (code == M0__EXIT_OK && !handoffs_balance(h))
                 code = M0__EXIT_FAIL;
@@ -291,8 +313,8 @@ static int join_all(struct m0_host *h, uint64_t bound_ms)
 /* A loop ended while nobody asked it to stop (L5): the process ends with it. */
 static int loop_died(struct m0_host *h, uint64_t bound_ms)
 {
-        for (int i = 0; i < h->nloops; i++)
-                if (h->loops[i].failed)
+        for (int i = 0; i < h->serve.nloops; i++)
+                if (h->serve.loops[i].failed)
                         m0__log(M0_LOG_CRIT, i, M0_MID_LOOP_CRASHED,
                                 "loop %d died; the process ends (systemd restarts it)", i);
         (void)m0__notify("STOPPING=1");
@@ -305,7 +327,7 @@ static int loop_died(struct m0_host *h, uint64_t bound_ms)
 static int drain(struct m0_host *h, int signo, uint64_t bound_ms)
 {
         /* Before the line: whoever reads "draining" in the log finds m0_draining at 1 (O1). */
-        atomic_store(&h->stopping, true);
+        atomic_store(&h->serve.stopping, true);
         m0__log(M0_LOG_NOTICE, -1, NULL, "%s: draining (bound %u ms)", strsignal(signo),
                 h->cfg.drain_timeout_ms);
         char ext[64];
@@ -313,7 +335,7 @@ static int drain(struct m0_host *h, int signo, uint64_t bound_ms)
                  (unsigned long long)(bound_ms + 1000) * 1000ull);
         (void)m0__notify(ext);
         h->stop_by_ms = m0__now_ms() + bound_ms;
-        m0__shared_draining(h);
+        m0__shared_draining(&h->shared);
         post_stop_all(h);
         return join_all(h, bound_ms);
 }
@@ -378,7 +400,7 @@ static int serve_until_signal(struct m0_host *h, int sfd)
         uint64_t bound = (uint64_t)h->cfg.drain_timeout_ms + 1000;
         for (;;) {
                 struct pollfd pf[2] = {{.fd = sfd, .events = POLLIN},
-                                       {.fd = h->done_fd, .events = POLLIN}};
+                                       {.fd = h->serve.done_fd, .events = POLLIN}};
                 if (poll(pf, 2, -1) < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -409,26 +431,26 @@ static void release(struct m0_host *h)
         for (int i = 0; i < h->nthreads; i++)
                 running |= h->threads[i]->started;
         if (!running) {
-                for (int i = 0; h->loops && i < h->nloops; i++)
-                        m0__hctx_destroy(&h->loops[i]);
-                free(h->loops);
-                h->loops = NULL;
+                for (int i = 0; h->serve.loops && i < h->serve.nloops; i++)
+                        m0__hctx_destroy(&h->serve.loops[i]);
+                free(h->serve.loops);
+                h->serve.loops = NULL;
                 free(h->producer.beats);
                 free(h->producer.stuck);
-                m0__compute_free(h);
+                m0__compute_free(&h->compute);
                 m0__barrier_destroy(&h->barrier);
         }
         free(h->threads);
         h->threads = NULL;
         h->nthreads = 0;
-        if (h->done_fd >= 0)
-                close(h->done_fd);
+        if (h->serve.done_fd >= 0)
+                close(h->serve.done_fd);
 }
 
 static int serve(struct m0_host *h)
 {
         int sfd = -1;
-        h->done_fd = -1;
+        h->serve.done_fd = -1;
         int code = prepare(h, &sfd);
         if (code == M0__EXIT_OK)
                 code = start_loops(h);
@@ -437,11 +459,11 @@ static int serve(struct m0_host *h)
         else
                 code = abort_start(h, code);
         /* Scrapes are answered through the drain, until every loop is joined (O1). */
-        m0__metrics_stop(h);
+        m0__metrics_stop(&h->metrics);
         /* The shared bus publishes what is queued within what is left of the drain's bound (a
          * failed start has none), once nothing that publishes is running (D97). */
         uint64_t now = m0__now_ms();
-        m0__shared_stop(h, h->stop_by_ms > now ? h->stop_by_ms - now : 0);
+        m0__shared_stop(&h->shared, h->stop_by_ms > now ? h->stop_by_ms - now : 0);
         release(h);
         if (sfd >= 0)
                 close(sfd);
@@ -582,9 +604,9 @@ static int start_bus(struct m0_host *h)
         }
         h->bus.max_channels = h->cfg.stream_max_channels;
         h->bus.wake = m0__bus_wake_loops;
-        h->bus.wake_ud = h;
+        h->bus.wake_ud = &h->serve;
         m0__bus_global = &h->bus;
-        int r = m0__shared_start(h, err, sizeof(err));
+        int r = m0__shared_start(&h->shared, &h->bus, &h->cfg, h->app, err, sizeof(err));
         if (r == -EPROTO)
                 return refuse(err, "drop or rename that table, or name another database or "
                                    "search_path in M0_BUS");
@@ -604,7 +626,8 @@ static int start_bus(struct m0_host *h)
         if (getenv("NOTIFY_SOCKET") || h->sockets.store_fd >= 0) {
                 int fd = h->sockets.store_fd;
                 h->sockets.store_fd = -1; /* the store owns it now */
-                if (m0__store_open(h, fd, &restored, msg, sizeof(msg)) < 0) {
+                if (m0__store_open(&h->bus, h->cfg.replay_bytes, fd, &restored, msg, sizeof(msg)) <
+                    0) {
                         m0__log(M0_LOG_WARNING, -1, NULL,
                                 "event state cannot be kept in the fd store: replay starts empty "
                                 "with each process");
@@ -622,7 +645,7 @@ int m0_main(const m0_app *app, int argc, char **argv)
         const char *name = app && app->name ? app->name : "m0";
         memset(h, 0, sizeof(*h));
         h->app = app;
-        h->h2 = &m0__proto_h2; /* HT1: prior knowledge on every plain socket */
+        h->serve.h2 = &m0__proto_h2; /* HT1: prior knowledge on every plain socket */
         h->sockets.store_fd = -1;
         m0__log_init(name);
         int code = configure(h, name, argc, argv);
@@ -639,13 +662,13 @@ int m0_main(const m0_app *app, int argc, char **argv)
                 if (code == M0__EXIT_OK) {
                         /* Threads that outlived the bound may still publish: keep the bus then. */
                         m0__bus_global = NULL;
-                        m0__shared_free(h);
+                        m0__shared_free(&h->shared);
                         m0__bus_destroy(&h->bus);
                 }
         } else if (h->bus.shared) {
-                m0__shared_stop(h, 0);
+                m0__shared_stop(&h->shared, 0);
                 m0__bus_global = NULL;
-                m0__shared_free(h);
+                m0__shared_free(&h->shared);
                 m0__bus_destroy(&h->bus);
         }
         m0__sockets_close(&h->sockets);

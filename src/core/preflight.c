@@ -9,7 +9,7 @@
 #include "accesslog.h"
 #include "activation.h"
 #include "preflight.h"
-#include "host.h"
+#include "host-private.h"
 #include "load.h"
 #include "util.h"
 
@@ -283,7 +283,7 @@ static void check_tls(struct m0_host *h, struct m0_check *c)
                 .cred_dir = getenv("CREDENTIALS_DIRECTORY"),
                 .ticket_rotate_s = cfg->tls_ticket_rotate_s,
                 .session_cache = cfg->tls_session_cache,
-                .alpn_h2 = h->h2 != NULL, /* HT1: h2 by ALPN where the host speaks it */
+                .alpn_h2 = h->serve.h2 != NULL, /* HT1: h2 by ALPN where the host speaks it */
         };
         const char *https = NULL; /* a passed socket named https: TLS is served on it */
         for (size_t i = 0; i < h->sockets.n && !https; i++)

@@ -9,7 +9,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "lifecycle.h"
-#include "host.h"
+#include "host-private.h"
 #include "log.h"
 #include "notify.h"
 #include "producer.h"
@@ -33,7 +33,7 @@ static void sleep_until_us(uint64_t us)
 
 bool m0__producer_needed(const struct m0_host *h)
 {
-        return h->app->step || h->watchdog_usec;
+        return h->app->step || h->serve.watchdog_usec;
 }
 
 /*
@@ -44,8 +44,8 @@ bool m0__producer_needed(const struct m0_host *h)
 static void watchdog_check(struct m0_host *h, struct m0_producer *p)
 {
         bool all = true;
-        for (int i = 0; i < h->nloops; i++) {
-                struct m0_hctx *l = &h->loops[i];
+        for (int i = 0; i < h->serve.nloops; i++) {
+                struct m0_hctx *l = &h->serve.loops[i];
                 uint64_t beat = atomic_load_explicit(&l->loop.heartbeat, memory_order_relaxed);
                 if (beat != p->beats[i]) {
                         p->beats[i] = beat;
@@ -61,7 +61,7 @@ static void watchdog_check(struct m0_host *h, struct m0_producer *p)
                 m0__log(M0_LOG_CRIT, i, M0_MID_LOOP_STUCK,
                         "loop %d stuck: no progress for %llu ms, serving %s; watchdog ping "
                         "withheld",
-                        i, (unsigned long long)(h->watchdog_usec / 2000),
+                        i, (unsigned long long)(h->serve.watchdog_usec / 2000),
                         what[0] ? what : "no request");
         }
         if (all)
@@ -73,7 +73,7 @@ void *m0__producer_main(void *arg)
         struct m0_host *h = arg;
         struct m0_producer *p = &h->producer;
         /* A producer for the watchdog alone builds no handler state: the app has no step. */
-        if (!m0__handler_begin(h, &p->thread, h->app->step != NULL))
+        if (!m0__handler_begin(&h->life, NULL, &p->thread, h->app->step != NULL))
                 goto out;
 
         /* Microseconds: at 250 or 1000 Hz a millisecond clock would skip slots it only
@@ -81,12 +81,12 @@ void *m0__producer_main(void *arg)
         uint64_t now = now_us();
         bool stepping = h->app->step != NULL;
         uint64_t next_step = now;
-        uint64_t wd_half = h->watchdog_usec / 2;
+        uint64_t wd_half = h->serve.watchdog_usec / 2;
         uint64_t next_wd = wd_half ? now + wd_half : UINT64_MAX;
         /* The first look only records where every loop is; judging starts half an interval on. */
-        for (int i = 0; wd_half && i < h->nloops; i++)
-                p->beats[i] =
-                        atomic_load_explicit(&h->loops[i].loop.heartbeat, memory_order_relaxed);
+        for (int i = 0; wd_half && i < h->serve.nloops; i++)
+                p->beats[i] = atomic_load_explicit(&h->serve.loops[i].loop.heartbeat,
+                                                   memory_order_relaxed);
         while (!atomic_load(&p->stop)) {
                 now = now_us();
                 if (stepping && now >= next_step) {
@@ -126,6 +126,6 @@ void *m0__producer_main(void *arg)
                                                                      : now + SLICE_MS * 1000);
         }
 out:
-        m0__handler_end(h, &p->thread);
+        m0__handler_end(&h->life, &p->thread);
         return NULL;
 }

@@ -8,7 +8,7 @@
 
 #include "accept.h"
 #include "conn.h"
-#include "host.h"
+#include "config.h"
 #include "hctx.h"
 
 /*
@@ -18,17 +18,17 @@
  */
 static struct m0_hctx *pick(struct m0_hctx *self)
 {
-        struct m0_host *h = self->host;
-        int n = h->nloops;
-        if (n == 1 || !h->cfg.accept_share) {
+        struct m0_serve *s = self->serve;
+        int n = s->nloops;
+        if (n == 1 || !self->cfg->accept_share) {
                 atomic_fetch_add(&self->load, 1);
                 return self;
         }
-        unsigned start = atomic_fetch_add(&h->rotate, 1);
-        struct m0_hctx *best = &h->loops[start % (unsigned)n];
+        unsigned start = atomic_fetch_add(&s->rotate, 1);
+        struct m0_hctx *best = &s->loops[start % (unsigned)n];
         unsigned best_load = UINT32_MAX;
         for (int i = 0; i < n; i++) {
-                struct m0_hctx *l = &h->loops[(start + (unsigned)i) % (unsigned)n];
+                struct m0_hctx *l = &s->loops[(start + (unsigned)i) % (unsigned)n];
                 unsigned load = atomic_load(&l->load);
                 if (load < best_load) {
                         best = l;
@@ -79,8 +79,8 @@ void m0__accept_ready(struct m0_hctx *l, int lfd)
 
 void m0__accept_ready_tls(struct m0_hctx *l, int lfd, bool is_tls)
 {
-        struct m0_host *h = l->host;
-        struct m0_tls *tls = is_tls ? h->tls : NULL;
+        struct m0_serve *s = l->serve;
+        struct m0_tls *tls = is_tls ? s->tls : NULL;
         /* A bounded batch per wake-up keeps one listener from starving the loop's connections. */
         for (int i = 0; i < 64; i++) {
                 int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -91,8 +91,8 @@ void m0__accept_ready_tls(struct m0_hctx *l, int lfd, bool is_tls)
                                 shed_one(l, lfd);
                         return; /* EAGAIN: another loop took it, or the queue is empty */
                 }
-                if (atomic_fetch_add(&h->conns, 1) >= h->cfg.max_connections) {
-                        atomic_fetch_sub(&h->conns, 1);
+                if (atomic_fetch_add(&s->conns, 1) >= l->cfg->max_connections) {
+                        atomic_fetch_sub(&s->conns, 1);
                         close(fd);
                         m0__count(&l->refused_conns, 1);
                         continue;

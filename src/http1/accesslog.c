@@ -15,7 +15,7 @@
 
 #include "accesslog.h"
 #include "conn.h"
-#include "host.h"
+#include "config.h"
 #include "log.h"
 
 /* Datagrams per sendmmsg() call. */
@@ -224,7 +224,7 @@ void m0__request_done(struct m0_conn *c, const struct m0_access *a)
         /* TL7: a request that came over TLS says its version, " (TLSv1.3)", and M0_TLS. */
         if (l->observe & M0_OBSERVE_JOURNAL)
                 journal_add(l, a, us, c->tls);
-        else if (a->kind == M0_ANSWER_HANDLER && l->host->cfg.access_log == M0_ACCESS_LINE)
+        else if (a->kind == M0_ANSWER_HANDLER && l->cfg->access_log == M0_ACCESS_LINE)
                 m0__log(M0_LOG_INFO, l->index, NULL, "%.*s %.*s %d %zu%s%s%s%s%s",
                         (int)a->method_len, a->method, (int)a->path_len, a->path, a->status,
                         a->body_len, a->on_pool ? " (pool)" : "", h2(a) ? " (h2)" : "",
@@ -257,7 +257,7 @@ void m0__request_refused(struct m0_conn *c, int status, size_t bytes)
         size_t n = head_bytes(c, &h);
         /* The request line as it came, however malformed: method SP target, the target cut at
          * its query, neither past the URI bound. */
-        size_t cap = c->loop->host->cfg.max_uri_bytes;
+        size_t cap = c->loop->cfg->max_uri_bytes;
         size_t i = 0;
         while (i < n && i < 32 && h[i] != ' ' && h[i] != '\r' && h[i] != '\n')
                 i++;

@@ -6,12 +6,11 @@
 
 #include "compress.h"
 #include "files.h"
-#include "host.h"
+#include "config.h"
 #include "response.h"
 
-void m0__res_compress(const struct m0_host *h, const m0_req *req, m0_res *res)
+void m0__res_compress(const struct m0_config *k, const m0_req *req, m0_res *res)
 {
-        const struct m0_config *k = &h->cfg;
         char ctype[256], coding[64];
         res->coded = true;
         /* 204, 304 and 1xx carry no body; a 206's bytes are a range of the identity body */

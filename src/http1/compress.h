@@ -6,7 +6,7 @@
 
 #include "m0.h"
 
-struct m0_host;
+struct m0_config;
 
 /*
  * Decide `res`'s coding once (res->coded is set after): an answer whose Content-Type is
@@ -17,6 +17,6 @@ struct m0_host;
  * stream's and one without a body are left as they are, as is one the coder fails on. The
  * thread that ran the handler (a pool thread's CPU, not the loop's), or the loop.
  */
-void m0__res_compress(const struct m0_host *h, const m0_req *req, m0_res *res);
+void m0__res_compress(const struct m0_config *k, const m0_req *req, m0_res *res);
 
 #endif /* M0_COMPRESS_H */

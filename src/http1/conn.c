@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "conn.h"
-#include "host.h"
+#include "config.h"
 #include "log.h"
 #include "sse.h"
 #include "tls.h"
@@ -81,7 +81,7 @@ void m0__conn_close(struct m0_conn *c)
         m0__buf_free(&c->out);
         file_end(c);
         atomic_fetch_sub(&l->load, 1);
-        atomic_fetch_sub(&l->host->conns, 1);
+        atomic_fetch_sub(&l->serve->conns, 1);
         if (l->observe & M0_OBSERVE_METRICS)
                 m0__uncount(&l->stats.conns_open, 1);
         if (c->busy)
@@ -105,7 +105,7 @@ int m0__conn_admit(struct m0_hctx *l, int fd)
 /* Whether the loop may begin one more TLS handshake (TL6); counted when it may not. */
 static bool handshake_admitted(struct m0_hctx *l)
 {
-        if (l->tls_handshaking < l->host->cfg.tls_max_handshakes)
+        if (l->tls_handshaking < l->cfg->tls_max_handshakes)
                 return true;
         m0__count(&l->tls_refused, 1);
         return false;
@@ -157,7 +157,7 @@ fail:
         if (fd >= 0)
                 close(fd);
         atomic_fetch_sub(&l->load, 1);
-        atomic_fetch_sub(&l->host->conns, 1);
+        atomic_fetch_sub(&l->serve->conns, 1);
         return -ENOMEM;
 }
 
@@ -217,7 +217,7 @@ static int keep_unsent(struct m0_conn *c, const void *data, size_t len)
 
 static void linger_or_close(struct m0_conn *c)
 {
-        const struct m0_config *cfg = &c->loop->host->cfg;
+        const struct m0_config *cfg = c->loop->cfg;
         if (cfg->linger_ms == 0) {
                 m0__conn_close(c);
                 return;
@@ -384,7 +384,7 @@ static size_t read_in(struct m0_conn *c, char *buf, size_t cap)
  * read's worth of body. False (and the connection refused) when there is no memory for it. */
 static bool rbuf_room(struct m0_conn *c)
 {
-        const struct m0_config *cfg = &c->loop->host->cfg;
+        const struct m0_config *cfg = c->loop->cfg;
         size_t want = 16 * 1024;
         size_t limit = (size_t)cfg->max_head_bytes + 64 * 1024;
         if (c->rcap - c->rlen >= want)
@@ -413,7 +413,7 @@ static bool prior_knowledge(struct m0_conn *c, char *base, size_t n)
 {
         static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
         const size_t len = sizeof(preface) - 1;
-        const struct m0_proto_ops *h2 = c->loop->host->h2;
+        const struct m0_proto_ops *h2 = c->loop->serve->h2;
         if (!h2 || c->nreq || c->phase != PH_IDLE)
                 return false;
         if (memcmp(base, preface, n < len ? n : len)) {
@@ -513,7 +513,7 @@ static void handshake_done(struct m0_conn *c)
         if (resumed)
                 m0__count(&l->tls_resumed, 1);
         /* HT1: a client that chose h2 by ALPN speaks HTTP/2 from its first byte on. */
-        const struct m0_proto_ops *h2 = l->host->h2;
+        const struct m0_proto_ops *h2 = l->serve->h2;
         const char *alpn = c->tr.ops->alpn ? c->tr.ops->alpn(&c->tr) : NULL;
         if (h2 && alpn && strcmp(alpn, "h2") == 0) {
                 (void)h2->start(c, NULL, 0);
@@ -683,7 +683,7 @@ int m0__conn_send(struct m0_conn *c, const void *data, size_t len)
                 return -EPIPE;
         size_t pending = c->out.len - c->out_off;
         if (pending) {
-                if (pending + len > c->loop->host->cfg.max_output_bytes) {
+                if (pending + len > c->loop->cfg->max_output_bytes) {
                         /* B2: a subscriber this far behind is closed; it reconnects with
                          * Last-Event-ID and gets what is still kept. */
                         m0__count(&c->loop->streams_cut, 1);
@@ -767,7 +767,7 @@ static void stop_idle(struct m0_conn *c)
         /* Idle. A client may have written its next request a moment ago: for drain_idle_ms
          * one that arrives is answered (with Connection: close), then the connection closes
          * through the linger, so a request crossing our FIN meets an end of file, not a reset. */
-        if (c->loop->host->cfg.drain_idle_ms) {
+        if (c->loop->cfg->drain_idle_ms) {
                 m0__timer_set(c, M0_TIMER_DRAIN);
                 return;
         }

@@ -21,7 +21,6 @@
 #include "transport.h"
 
 struct m0_frame;
-struct m0_host;
 struct m0_job;
 struct m0_res;
 struct m0_tls;
@@ -294,11 +293,11 @@ struct m0_decision {
 };
 
 /*
- * Route request `v` (T1-T3) and decide what it gets (Q5; `has_body`: it has one, whose type
- * is then checked). With `bind`, the route and its captures are bound into that request;
+ * Route request `v` (T1-T3) by loop `l`'s routes and CORS and decide what it gets (Q5;
+ * `has_body`: it has one, whose type is then checked). With `bind`, the route and its captures are bound into that request;
  * without, the captures are only checked. The loop's thread.
  */
-void m0__route_decide(const struct m0_host *h, const struct m0_rview *v, m0_req *bind,
+void m0__route_decide(const struct m0_hctx *l, const struct m0_rview *v, m0_req *bind,
                       bool has_body, struct m0_decision *d);
 /* Queue the host's answer of `d` to `v` in the loop's wbuf: its Allow and CORS lines, through
  * m0__res_error(); `conn` closing the connection closes it. */

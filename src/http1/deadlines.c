@@ -2,11 +2,11 @@
 /* deadlines.c: a connection's deadlines, each class a FIFO of the loop's kept in deadline order (D6,
  * D53). */
 #include "conn.h"
-#include "host.h"
+#include "config.h"
 
 static uint32_t class_ms(const struct m0_hctx *l, enum m0_timer_class cls)
 {
-        const struct m0_config *cfg = &l->host->cfg;
+        const struct m0_config *cfg = l->cfg;
         switch (cls) {
         case M0_TIMER_HEAD: return cfg->header_timeout_ms;
         case M0_TIMER_BODY: return cfg->body_timeout_ms;

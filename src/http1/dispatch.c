@@ -11,7 +11,8 @@
 #include "conn.h"
 #include "crash.h"
 #include "error.h"
-#include "host.h"
+#include "config.h"
+#include "cors.h"
 #include "head-checks.h"
 #include "log.h"
 #include "route.h"
@@ -83,7 +84,7 @@ static void decide_route(const struct m0_rview *v, m0_req *bind, bool has_body,
 }
 
 /* The requests routing does not find in the table: the asterisk-form, and CORS preflights. */
-static bool decide_special(const struct m0_host *h, const struct m0_rview *v, struct m0_decision *d)
+static bool decide_special(const struct m0_hctx *l, const struct m0_rview *v, struct m0_decision *d)
 {
         size_t n;
         if (v->path_len == 1 && v->path[0] == '*') {
@@ -91,14 +92,14 @@ static bool decide_special(const struct m0_host *h, const struct m0_rview *v, st
                 d->m.route = NULL;
                 d->m.path_known = false;
                 d->m.nparams = 0;
-                d->m.allow = h->router.methods;
+                d->m.allow = l->router->methods;
                 d->status = v->method == HTTP_OPTIONS ? 204 : 400;
                 return true;
         }
         if (!field(v, "origin", &n) || !field(v, "access-control-request-method", &n))
                 return false;
         /* Q5: a preflight is the host's to answer, for a path some route takes. */
-        m0__router_match(&h->router, -1, v->path, v->path_len, &d->m);
+        m0__router_match(l->router, -1, v->path, v->path_len, &d->m);
         if (!d->m.path_known)
                 return false;
         d->status = 204;
@@ -107,7 +108,7 @@ static bool decide_special(const struct m0_host *h, const struct m0_rview *v, st
 }
 
 /* What is not a route without captures: captures, a body's type, 405, dispatch, 404. */
-static void decide_rest(const struct m0_host *h, const struct m0_rview *v, m0_req *bind,
+static void decide_rest(const struct m0_hctx *l, const struct m0_rview *v, m0_req *bind,
                         bool has_body, struct m0_decision *d)
 {
         if (d->m.route) {
@@ -115,27 +116,27 @@ static void decide_rest(const struct m0_host *h, const struct m0_rview *v, m0_re
         } else if (d->m.path_known) {
                 /* T2: a path of other methods is 405 whatever dispatch is; OPTIONS says them. */
                 d->status = v->method == HTTP_OPTIONS ? 204 : 405;
-        } else if (h->app->dispatch) {
-                d->fn = h->app->dispatch;
+        } else if (l->app->dispatch) {
+                d->fn = l->app->dispatch;
         } else {
                 d->status = 404;
         }
 }
 
-void m0__route_decide(const struct m0_host *h, const struct m0_rview *v, m0_req *bind,
+void m0__route_decide(const struct m0_hctx *l, const struct m0_rview *v, m0_req *bind,
                       bool has_body, struct m0_decision *d)
 {
         d->status = 0;
         d->preflight = false;
         d->blocking = false;
         d->fn = NULL;
-        d->body_limit = h->cfg.max_body_bytes;
+        d->body_limit = l->cfg->max_body_bytes;
         if (bind)
                 bind->route = NULL;
-        if (v->path[0] == '*' || (h->cors.on && v->method == HTTP_OPTIONS))
-                if (decide_special(h, v, d))
+        if (v->path[0] == '*' || (l->cors->on && v->method == HTTP_OPTIONS))
+                if (decide_special(l, v, d))
                         return;
-        m0__router_match(&h->router, v->method, v->path, v->path_len, &d->m);
+        m0__router_match(l->router, v->method, v->path, v->path_len, &d->m);
         const struct m0_croute *r = d->m.route;
         if (r && !r->nparams && !(has_body && r->ctype)) {
                 /* the common case, kept short: an exact route taking the method */
@@ -148,7 +149,7 @@ void m0__route_decide(const struct m0_host *h, const struct m0_rview *v, m0_req 
                 d->body_limit = r->max_body;
                 return;
         }
-        decide_rest(h, v, bind, has_body, d);
+        decide_rest(l, v, bind, has_body, d);
 }
 
 /* ---- routing's own answer, and what every answer leaves behind ---- */
@@ -196,22 +197,21 @@ void m0__route_answer(struct m0_conn *c, const struct m0_rview *v, const struct 
                       bool is_head, enum m0_conn_mode conn)
 {
         struct m0_hctx *l = c->loop;
-        const struct m0_host *h = l->host;
         struct m0_buf lines = {0};
         char allow[512], detail[256];
         size_t body_len = 0;
         int r = 0;
-        m0__router_allow(&h->router, d->m.allow, allow, sizeof(allow));
+        m0__router_allow(l->router, d->m.allow, allow, sizeof(allow));
         if (d->status == 405 || d->status == 204)
                 r = m0__buf_printf(&lines, "Allow: %s\r\n", allow);
-        if (r == 0 && h->cors.on) {
+        if (r == 0 && l->cors->on) {
                 size_t on = 0, hn = 0;
                 const char *origin = field(v, "origin", &on);
                 if (d->preflight) {
                         const char *rh = field(v, "access-control-request-headers", &hn);
-                        r = m0__cors_preflight(&h->cors, origin, on, allow, rh, hn, &lines);
+                        r = m0__cors_preflight(l->cors, origin, on, allow, rh, hn, &lines);
                 } else
-                        r = m0__cors_answer(&h->cors, origin, on, &lines);
+                        r = m0__cors_answer(l->cors, origin, on, &lines);
         }
         struct m0_host_answer a = {
                 .status = r == 0 ? d->status : 503,
@@ -233,7 +233,7 @@ void m0__route_answer(struct m0_conn *c, const struct m0_rview *v, const struct 
          * one made before the body, which closes the connection, as a refusal. */
         if (!v->req)
                 m0__request_refused(c, a.status, l->wbuf.len - mark);
-        else if (l->observe || h->cfg.access_log == M0_ACCESS_LINE)
+        else if (l->observe || l->cfg->access_log == M0_ACCESS_LINE)
                 note(c, M0_ANSWER_HANDLER, v->req, a.status, l->wbuf.len - mark, body_len, false);
 }
 
@@ -248,12 +248,13 @@ void m0__route_answer(struct m0_conn *c, const struct m0_rview *v, const struct 
 /* TL7: an answer over TLS tells the browser to come back over TLS alone, for tls_hsts_s seconds
  * (D145), and to take its Content-Type as it is said (D226): over TLS m0 faces browsers with
  * no proxy to add them. A header its handler set itself stays the only one. */
-static int tls_fields(const struct m0_host *h, m0_res *res)
+static int tls_fields(const struct m0_hctx *l, m0_res *res)
 {
         int r = 0;
-        if (h->cfg.tls_hsts_s && !m0__res_head_value(res, "strict-transport-security", 25, NULL, 0))
+        if (l->cfg->tls_hsts_s &&
+            !m0__res_head_value(res, "strict-transport-security", 25, NULL, 0))
                 r = m0_res_headerf(res, "Strict-Transport-Security", "max-age=%u",
-                                   h->cfg.tls_hsts_s);
+                                   l->cfg->tls_hsts_s);
         if (r == 0 && !m0__res_head_value(res, "x-content-type-options", 22, NULL, 0))
                 r = m0_res_header(res, "X-Content-Type-Options", "nosniff");
         return r;
@@ -271,19 +272,18 @@ static void answer(struct m0_conn *c, m0_req *req, m0_res *res, bool is_head,
                    enum m0_conn_mode conn, bool on_pool)
 {
         struct m0_hctx *l = c->loop;
-        struct m0_host *h = l->host;
-        if (atomic_load_explicit(&h->stopping, memory_order_relaxed))
+        if (atomic_load_explicit(&l->serve->stopping, memory_order_relaxed))
                 conn = M0__CONN_CLOSE;
         size_t mark = l->wbuf.len;
         int r = 0;
-        if (h->cors.on) {
+        if (l->cors->on) {
                 const char *origin = m0_req_header(req, "origin");
-                r = m0__cors_answer(&h->cors, origin, origin ? strlen(origin) : 0, &res->head);
+                r = m0__cors_answer(l->cors, origin, origin ? strlen(origin) : 0, &res->head);
         }
         if (r == 0 && c->tls)
-                r = tls_fields(h, res);
+                r = tls_fields(l, res);
         if (r == 0 && !res->coded)
-                m0__res_compress(h, req, res);
+                m0__res_compress(l->cfg, req, res);
         int status = 500; /* the host's answer, when the handler's cannot go out */
         if (r == 0 && opens_no_tunnel(req, res)) {
                 status = 400;
@@ -309,9 +309,9 @@ static void answer(struct m0_conn *c, m0_req *req, m0_res *res, bool is_head,
         if (r < 0) {
                 l->wbuf.len = mark; /* no half-written head goes out before the 500 */
                 struct m0_buf lines = {0};
-                if (h->cors.on) {
+                if (l->cors->on) {
                         const char *origin = m0_req_header(req, "origin");
-                        if (m0__cors_answer(&h->cors, origin, origin ? strlen(origin) : 0, &lines) <
+                        if (m0__cors_answer(l->cors, origin, origin ? strlen(origin) : 0, &lines) <
                             0)
                                 lines.len = 0;
                 }
@@ -330,7 +330,7 @@ static void answer(struct m0_conn *c, m0_req *req, m0_res *res, bool is_head,
                 m0__buf_free(&lines);
                 conn = M0__CONN_CLOSE;
         }
-        if (l->observe || h->cfg.access_log == M0_ACCESS_LINE)
+        if (l->observe || l->cfg->access_log == M0_ACCESS_LINE)
                 note(c, M0_ANSWER_HANDLER, req, r < 0 ? status : res->status,
                      l->wbuf.len - mark + file_bytes, body_len, on_pool);
         if (conn == M0__CONN_CLOSE && !c->proto->respond)
@@ -359,7 +359,7 @@ static void upgrade(struct m0_conn *c, m0_req *req, m0_res *res)
         /* the protocol read the request too (a WebSocket's last_event_id indexes its query):
          * the loop's next request must not find that index, as after a handler (route.c) */
         m0__req_end(req);
-        if (l->observe || l->host->cfg.access_log == M0_ACCESS_LINE)
+        if (l->observe || l->cfg->access_log == M0_ACCESS_LINE)
                 note(c, M0_ANSWER_HANDLER, req, res->upgrade.status, l->wbuf.len - mark, 0, false);
 }
 
@@ -389,13 +389,12 @@ static void run_here(struct m0_conn *c, m0_req *req, m0_handler_fn fn, bool is_h
                      enum m0_conn_mode conn)
 {
         struct m0_hctx *l = c->loop;
-        struct m0_host *h = l->host;
         m0__res_reset(&l->res);
         l->res.req = req;
         l->res.upgrade.begin = NULL;
-        m0__thread_request_set(h, req->method, req->path);
-        m0__app_run(h->app, fn, req, &l->res, l->thread.state);
-        m0__thread_request_set(h, NULL, NULL);
+        m0__thread_request_set(l->serve->watchdog_usec != 0, req->method, req->path);
+        m0__app_run(l->app, fn, req, &l->res, l->thread.state);
+        m0__thread_request_set(l->serve->watchdog_usec != 0, NULL, NULL);
         l->res.req = NULL;
         if (l->res.upgrade.begin && l->res.status < 400) {
                 upgrade(c, req, &l->res);
@@ -407,9 +406,9 @@ static void run_here(struct m0_conn *c, m0_req *req, m0_handler_fn fn, bool is_h
                 answer(c, req, &l->res, is_head, conn, false);
                 return;
         }
-        if (h->cors.on) {
+        if (l->cors->on) {
                 const char *origin = m0_req_header(req, "origin");
-                if (m0__cors_answer(&h->cors, origin, origin ? strlen(origin) : 0, &l->res.head) <
+                if (m0__cors_answer(l->cors, origin, origin ? strlen(origin) : 0, &l->res.head) <
                     0) {
                         m0__conn_refuse(c, 503);
                         return;
@@ -421,17 +420,17 @@ static void run_here(struct m0_conn *c, m0_req *req, m0_handler_fn fn, bool is_h
 void m0__conn_dispatch(struct m0_conn *c)
 {
         struct m0_hctx *l = c->loop;
-        struct m0_host *h = l->host;
         struct m0_req *req = &l->req;
         size_t hl;
         char *head = (char *)l->cur_base + c->req_off;
-        int st = c->indexed ? 0 : m0__http_head_parse(head, c->head_len, &h->cfg, req, &hl);
+        int st = c->indexed ? 0 : m0__http_head_parse(head, c->head_len, l->cfg, req, &hl);
         c->indexed = true; /* a refusal below reads what the walk cut */
         bool is_head = c->parser.method == HTTP_HEAD;
         c->nreq++;
         l->requests++;
-        bool keep = llhttp_should_keep_alive(&c->parser) && !c->closing &&
-                    (h->cfg.max_keepalive_requests == 0 || c->nreq < h->cfg.max_keepalive_requests);
+        bool keep =
+                llhttp_should_keep_alive(&c->parser) && !c->closing &&
+                (l->cfg->max_keepalive_requests == 0 || c->nreq < l->cfg->max_keepalive_requests);
         if (st) {
                 /* checked at headers-complete already; a second walk cannot disagree */
                 m0__conn_refuse(c, st);
@@ -459,14 +458,13 @@ void m0__dispatch(struct m0_conn *c, m0_req *req, int method, bool has_body, boo
                   enum m0_conn_mode conn)
 {
         struct m0_hctx *l = c->loop;
-        struct m0_host *h = l->host;
         struct m0_rview v = {
                 .method = method, .path = req->path, .path_len = req->path_len, .req = req};
         struct m0_decision d;
-        m0__route_decide(h, &v, req, has_body, &d);
+        m0__route_decide(l, &v, req, has_body, &d);
         if (d.status)
                 m0__route_answer(c, &v, &d, is_head,
-                                 atomic_load_explicit(&h->stopping, memory_order_relaxed)
+                                 atomic_load_explicit(&l->serve->stopping, memory_order_relaxed)
                                          ? M0__CONN_CLOSE
                                          : conn);
         else if (!d.blocking || l->pool.nthreads == 0 || !to_pool(c, req, d.fn, is_head, conn))
@@ -527,7 +525,6 @@ static const char *refused_origin(const char *h, size_t n, size_t *ret_len)
 void m0__conn_refuse(struct m0_conn *c, int status)
 {
         struct m0_hctx *l = c->loop;
-        const struct m0_host *h = l->host;
         struct m0_buf lines = {0};
         const char *head = NULL;
         size_t n = refused_head(c, &head);
@@ -542,10 +539,10 @@ void m0__conn_refuse(struct m0_conn *c, int status)
         if (status == 405) {
                 /* CONNECT (RFC 9110 9.3.6): the app's methods, as for OPTIONS * */
                 char allow[512];
-                m0__router_allow(&h->router, h->router.methods, allow, sizeof(allow));
+                m0__router_allow(l->router, l->router->methods, allow, sizeof(allow));
                 r = m0__buf_printf(&lines, "Allow: %s\r\n", allow);
         }
-        if (r == 0 && h->cors.on && n) {
+        if (r == 0 && l->cors->on && n) {
                 size_t on = 0;
                 const char *origin = NULL;
                 if (walked && l->req.nheaders) {
@@ -554,7 +551,7 @@ void m0__conn_refuse(struct m0_conn *c, int status)
                 } else {
                         origin = refused_origin(head, n, &on);
                 }
-                r = m0__cors_answer(&h->cors, origin, on, &lines);
+                r = m0__cors_answer(l->cors, origin, on, &lines);
         }
         a.headers = lines.data;
         a.headers_len = r == 0 ? lines.len : 0;

@@ -11,7 +11,7 @@
 
 #include "crash.h"
 #include "error.h"
-#include "host.h"
+#include "config.h"
 #include "json.h"
 #include "log.h"
 #include "hctx.h"
@@ -196,8 +196,8 @@ int m0__res_error(struct m0_hctx *l, const struct m0_host_answer *a, struct m0_b
                                : m0__res_serialize(l, &res, a->head_only, a->conn, out);
         }
         size_t mark = out->len;
-        int r = m0__error_fill(l->host->app, l->thread.state, a->req, a->status, a->detail,
-                               a->headers, a->headers_len, &res);
+        int r = m0__error_fill(l->app, l->thread.state, a->req, a->status, a->detail, a->headers,
+                               a->headers_len, &res);
         if (r == 0)
                 r = a->emit ? a->emit(a->emit_ctx, &res, a->head_only)
                             : m0__res_serialize(l, &res, a->head_only, a->conn, out);

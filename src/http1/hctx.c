@@ -11,10 +11,11 @@
 #include <unistd.h>
 
 #include "accept.h"
+#include "activation.h"
+#include "config.h"
 #include "conn.h"
 #include "lifecycle.h"
 #include "hctx.h"
-#include "host.h"
 #include "log.h"
 #include "attach.h"
 #include "sse.h"
@@ -34,30 +35,34 @@ static void journal_ready(struct m0_io *io, uint32_t events);
 static void job_back(struct m0_loop *el, struct m0_msg *m);
 static void job_drop(struct m0_loop *el, struct m0_msg *m);
 
-void m0__hctx_prepare(struct m0_hctx *x, struct m0_host *h, int index)
+void m0__hctx_prepare(struct m0_hctx *x, struct m0_serve *s, int index)
 {
         memset(x, 0, sizeof(*x));
         m0__loop_prepare(&x->loop, index, &hctx_ops);
-        x->host = h;
+        x->serve = s;
+        x->app = s->app;
+        x->cfg = s->cfg;
+        x->router = s->router;
+        x->cors = s->cors;
+        x->bus = s->bus;
         x->index = index;
         x->reserve_fd = -1;
         x->frames_task.run = frames_run;
         x->journal_io.ready = journal_ready;
         pthread_mutex_init(&x->cur_lock, NULL);
         m0__thread_init(&x->thread, M0_THREAD_LOOP, index, -1, m0__hctx_main, x);
-        m0__res_keep_alive(x, h->cfg.idle_timeout_ms);
-        m0__journal_prepare(&x->journal, h->app && h->app->name ? h->app->name : "m0", index,
-                            h->cfg.access_log_queue);
+        m0__res_keep_alive(x, s->cfg->idle_timeout_ms);
+        m0__journal_prepare(&x->journal, s->app && s->app->name ? s->app->name : "m0", index,
+                            s->cfg->access_log_queue);
 }
 
 /* What the loop counts and logs for operators (O1, O2): the metrics when a metrics listener is
  * set up, a journal entry per request with M0_ACCESS_LOG=journal. */
 static int observe_build(struct m0_hctx *x)
 {
-        struct m0_host *h = x->host;
-        if (h->sockets.nmetrics)
+        if (x->serve->sockets->nmetrics)
                 x->observe |= M0_OBSERVE_METRICS;
-        if (h->cfg.access_log != M0_ACCESS_JOURNAL)
+        if (x->cfg->access_log != M0_ACCESS_JOURNAL)
                 return 0;
         x->observe |= M0_OBSERVE_JOURNAL;
         return m0__journal_open(&x->journal, &x->loop, &x->journal_io);
@@ -75,8 +80,9 @@ static void listener_ready(struct m0_io *io, uint32_t events)
 
 int m0__hctx_build(struct m0_hctx *x)
 {
-        struct m0_host *h = x->host;
-        int r = m0__pool_init(&x->pool, x, (int)h->cfg.blocking_threads, job_back, job_drop);
+        const struct m0_serve *s = x->serve;
+        const struct m0_config *cfg = x->cfg;
+        int r = m0__pool_init(&x->pool, x, (int)cfg->blocking_threads, job_back, job_drop);
         if (r < 0)
                 return r;
         r = m0__loop_build(&x->loop);
@@ -87,41 +93,41 @@ int m0__hctx_build(struct m0_hctx *x)
                 return r;
         x->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         /* Each loop holds its own copy of every listener; closing it at the drain is per loop. */
-        x->nlisten = h->sockets.n;
+        x->nlisten = s->sockets->n;
         x->listeners = calloc(x->nlisten ? x->nlisten : 1, sizeof(*x->listeners));
         if (!x->listeners)
                 return -ENOMEM;
         for (size_t i = 0; i < x->nlisten; i++)
                 x->listeners[i] = (struct m0_lcopy){.io.ready = listener_ready, .fd = -1, .ctx = x};
         for (size_t i = 0; i < x->nlisten; i++) {
-                x->listeners[i].tls = h->sockets.v[i].tls;
-                x->listeners[i].fd = fcntl(h->sockets.v[i].fd, F_DUPFD_CLOEXEC, 3);
+                x->listeners[i].tls = s->sockets->v[i].tls;
+                x->listeners[i].fd = fcntl(s->sockets->v[i].fd, F_DUPFD_CLOEXEC, 3);
                 if (x->listeners[i].fd < 0)
                         return -errno;
         }
         x->rscratch_cap = 64 * 1024;
         x->rscratch = malloc(x->rscratch_cap);
-        x->req.headers = calloc(h->cfg.max_header_fields, sizeof(*x->req.headers));
-        x->req.json_max_depth = h->cfg.json_max_depth;
+        x->req.headers = calloc(cfg->max_header_fields, sizeof(*x->req.headers));
+        x->req.json_max_depth = cfg->json_max_depth;
         if (!x->rscratch || !x->req.headers)
                 return -ENOMEM;
         /* A turn's budget plus the longest a handler may run on the loop (a quarter of the
          * watchdog's interval) stays within the half interval the watchdog allows (W1, D41,
          * D43). */
-        x->loop.turn_items = h->cfg.turn_items;
-        x->loop.turn_budget_ms = h->cfg.turn_budget_ms;
-        if (h->watchdog_usec && x->loop.turn_budget_ms > h->watchdog_usec / 8000)
-                x->loop.turn_budget_ms = h->watchdog_usec / 8000 ? h->watchdog_usec / 8000 : 1;
+        x->loop.turn_items = cfg->turn_items;
+        x->loop.turn_budget_ms = cfg->turn_budget_ms;
+        if (s->watchdog_usec && x->loop.turn_budget_ms > s->watchdog_usec / 8000)
+                x->loop.turn_budget_ms = s->watchdog_usec / 8000 ? s->watchdog_usec / 8000 : 1;
         /* Wake at least once a second, and every quarter of the watchdog's interval (W1): the
          * Date line and the heartbeat advance even when idle. */
-        if (h->watchdog_usec && h->watchdog_usec / 4000 < x->loop.wake_every_ms)
-                x->loop.wake_every_ms = h->watchdog_usec / 4000 ? h->watchdog_usec / 4000 : 1;
+        if (s->watchdog_usec && s->watchdog_usec / 4000 < x->loop.wake_every_ms)
+                x->loop.wake_every_ms = s->watchdog_usec / 4000 ? s->watchdog_usec / 4000 : 1;
         return 0;
 }
 
-int m0__hctx_init(struct m0_hctx *x, struct m0_host *h, int index)
+int m0__hctx_init(struct m0_hctx *x, struct m0_serve *s, int index)
 {
-        m0__hctx_prepare(x, h, index);
+        m0__hctx_prepare(x, s, index);
         return m0__hctx_build(x);
 }
 
@@ -178,10 +184,10 @@ static void job_drop(struct m0_loop *el, struct m0_msg *m)
 }
 
 /* Wake every loop: the last one to stop accepting lets those waiting on it leave. */
-static void wake_all(struct m0_host *h)
+static void wake_all(const struct m0_serve *s)
 {
-        for (int i = 0; i < h->nloops; i++)
-                m0__loop_wake(&h->loops[i].loop);
+        for (int i = 0; i < s->nloops; i++)
+                m0__loop_wake(&s->loops[i].loop);
 }
 
 static void begin_stop(struct m0_hctx *x)
@@ -189,11 +195,11 @@ static void begin_stop(struct m0_hctx *x)
         if (x->stopping)
                 return;
         x->stopping = true;
-        x->drain_deadline_ms = m0__now_ms() + x->host->cfg.drain_timeout_ms;
+        x->drain_deadline_ms = m0__now_ms() + x->cfg->drain_timeout_ms;
         close_listeners(x);
         /* This loop accepts nothing more, so it hands nothing more over. */
-        if (atomic_fetch_sub(&x->host->accepting, 1) == 1)
-                wake_all(x->host);
+        if (atomic_fetch_sub(&x->serve->accepting, 1) == 1)
+                wake_all(x->serve);
         m0__sse_farewell(x);
         /* Busy connections finish their request with Connection: close; idle ones close after
          * drain_idle_ms (m0__conn_stop). */
@@ -252,10 +258,9 @@ static uint64_t hctx_next_deadline(struct m0_loop *el)
 {
         struct m0_hctx *x = m0__hctx_of(el);
         uint64_t next = UINT64_MAX;
-        if (x->host->tick_ms && x->host->app->tick && x->next_tick_ms < next)
+        if (x->serve->tick_ms && x->app->tick && x->next_tick_ms < next)
                 next = x->next_tick_ms;
-        if (x->host->cfg.sse_heartbeat_ms && !m0__list_empty(&x->streams) &&
-            x->next_heartbeat_ms < next)
+        if (x->cfg->sse_heartbeat_ms && !m0__list_empty(&x->streams) && x->next_heartbeat_ms < next)
                 next = x->next_heartbeat_ms;
         if (x->stopping && x->drain_deadline_ms < next)
                 next = x->drain_deadline_ms;
@@ -265,18 +270,18 @@ static uint64_t hctx_next_deadline(struct m0_loop *el)
 static void hctx_turn_end(struct m0_loop *el)
 {
         struct m0_hctx *x = m0__hctx_of(el);
-        struct m0_host *h = x->host;
-        if (h->cfg.sse_heartbeat_ms && el->now_ms >= x->next_heartbeat_ms) {
+        const struct m0_serve *s = x->serve;
+        if (x->cfg->sse_heartbeat_ms && el->now_ms >= x->next_heartbeat_ms) {
                 if (!m0__list_empty(&x->streams))
                         m0__sse_heartbeat(x);
-                x->next_heartbeat_ms = el->now_ms + h->cfg.sse_heartbeat_ms;
+                x->next_heartbeat_ms = el->now_ms + x->cfg->sse_heartbeat_ms;
         }
         if (x->stopping && el->now_ms >= x->drain_deadline_ms)
                 cut_all(x);
         m0__conn_reap(x);
-        if (h->tick_ms && h->app->tick && el->now_ms >= x->next_tick_ms) {
-                h->app->tick(x->thread.state);
-                x->next_tick_ms = el->now_ms + h->tick_ms;
+        if (s->tick_ms && x->app->tick && el->now_ms >= x->next_tick_ms) {
+                x->app->tick(x->thread.state);
+                x->next_tick_ms = el->now_ms + s->tick_ms;
         }
         m0__hctx_deliver_pending(x);
         /* The turn's access log entries leave together in one datagram, off every request's
@@ -312,7 +317,7 @@ static bool drained(struct m0_hctx *x)
 {
         if (!x->stopping || atomic_load(&x->load) != 0)
                 return false;
-        return atomic_load(&x->host->accepting) == 0 || x->loop.now_ms >= x->drain_deadline_ms;
+        return atomic_load(&x->serve->accepting) == 0 || x->loop.now_ms >= x->drain_deadline_ms;
 }
 
 static int serve(struct m0_hctx *x)
@@ -325,7 +330,7 @@ static int serve(struct m0_hctx *x)
         }
         m0__log(M0_LOG_INFO, x->index, NULL, "Event loop started (%zu listener%s)", x->nlisten,
                 x->nlisten == 1 ? "" : "s");
-        x->next_tick_ms = m0__now_ms() + x->host->tick_ms;
+        x->next_tick_ms = m0__now_ms() + x->serve->tick_ms;
         while (!drained(x)) {
                 int r = m0__loop_run_once(&x->loop, m0__loop_timeout(&x->loop));
                 if (r < 0)
@@ -361,8 +366,8 @@ static void log_counts(const struct m0_hctx *x)
 void *m0__hctx_main(void *arg)
 {
         struct m0_hctx *x = arg;
-        struct m0_host *h = x->host;
-        if (m0__handler_begin(h, &x->thread, true)) {
+        const struct m0_serve *s = x->serve;
+        if (m0__handler_begin(s->life, x, &x->thread, true)) {
                 int r = serve(x);
                 if (r < 0) {
                         x->failed = true;
@@ -374,11 +379,11 @@ void *m0__hctx_main(void *arg)
                         m0__journal_finish(x, x->drain_deadline_ms);
                 log_counts(x);
         }
-        m0__handler_end(h, &x->thread);
+        m0__handler_end(s->life, &x->thread);
         /* Tell the coordinator a loop ended (L5); it also joins with a bound, so a failed
          * write leaves nothing to do. */
         uint64_t one = 1;
-        ssize_t w = write(h->done_fd, &one, sizeof(one));
+        ssize_t w = write(s->done_fd, &one, sizeof(one));
         (void)w;
         return NULL;
 }

@@ -17,6 +17,7 @@
 #include "buf.h"
 #include "list.h"
 #include "loop.h"
+#include "m0.h"
 #include "metrics.h"
 #include "pool.h"
 #include "request.h"
@@ -24,9 +25,16 @@
 #include "subs.h"
 #include "thread.h"
 
-struct m0_host;
+struct m0_bus;
+struct m0_config;
 struct m0_conn;
+struct m0_cors_c;
 struct m0_hctx;
+struct m0_lifecycle;
+struct m0_proto_ops;
+struct m0_router;
+struct m0_sockets;
+struct m0_tls;
 
 /* The classes of a connection's timer (D6), each a FIFO of the loop's in deadline order. */
 enum m0_timer_class {
@@ -51,6 +59,41 @@ _Static_assert(M0_TIMER_WS_STREAM < M0_TIMER_CLASSES, "the loop keeps M0_TIMER_C
 #define M0_OBSERVE_METRICS 1u /* a metrics listener is set up: count for the scrape */
 #define M0_OBSERVE_JOURNAL 2u /* M0_ACCESS_LOG=journal: an entry per request */
 
+/*
+ * What the loops share, and all they know of the host (SPEC LY4, D240): the host's own struct is
+ * laid out in src/core/ alone. The host holds one, fills it before it prepares a loop
+ * (m0__host_link), and hands each loop a pointer to it; a loop copies into its own context, at
+ * prepare, the pointers its request path reads, so a request reads no more than it did when it
+ * went through the host.
+ */
+struct m0_serve {
+        const m0_app *app;
+        const struct m0_config *cfg;
+        const struct m0_router *router; /* the app's routes, compiled before the checks (T1) */
+        const struct m0_cors_c *cors;   /* the app's CORS, checked before the checks (Q5) */
+        struct m0_bus *bus;
+        const struct m0_sockets *sockets;
+        const struct m0_lifecycle *life; /* what a thread's make and free read (L1, L3) */
+        struct m0_tls *tls;              /* TL1–TL5: NULL when no certificate is configured */
+        /* The protocol a connection opening with HTTP/2's preface switches to (HT1), set before
+         * the loops start; NULL: none (the unit tests' hosts). */
+        const struct m0_proto_ops *h2;
+        struct m0_hctx *loops; /* one per loop: its HTTP context, which holds the loop */
+        int nloops;
+        int done_fd;            /* eventfd: a loop thread ended */
+        uint64_t watchdog_usec; /* WATCHDOG_USEC for this process, 0 when off */
+        uint32_t tick_ms;       /* M0_APP_TICK_MS when set, else the app's tick_ms (S3) */
+        atomic_uint conns;      /* open connections in the process (max_connections) */
+        atomic_uint rotate;     /* accept sharing's tie breaker */
+        /* Loops that may still hand a connection to another (L4): each lowers it once, when it
+         * has closed its listeners at the stop. A stopping loop leaves only once it is 0, so no
+         * hand-off is ever posted to a mailbox nobody reads again (X1). */
+        atomic_int accepting;
+        /* Set by the coordinator when the drain begins, before any loop reads its stop message:
+         * a request being answered right then already gets Connection: close (X1). */
+        atomic_bool stopping;
+};
+
 /* One of the loop's copies of a listener. */
 struct m0_lcopy {
         struct m0_io io;
@@ -61,7 +104,13 @@ struct m0_lcopy {
 
 struct m0_hctx {
         struct m0_loop loop; /* the event loop, which knows nothing of what follows */
-        struct m0_host *host;
+        struct m0_serve *serve;
+        /* Copies of serve's, which the request path reads (D240). */
+        const m0_app *app;
+        const struct m0_config *cfg;
+        const struct m0_router *router;
+        const struct m0_cors_c *cors;
+        struct m0_bus *bus;
         int index;
         struct m0_thread thread; /* its state is the app's handler state for this loop */
 
@@ -154,16 +203,16 @@ static inline struct m0_hctx *m0__hctx_of(struct m0_loop *l)
 }
 
 /*
- * Make `x` loop `index` of `h` with nothing acquired yet: every descriptor -1, its locks and its
+ * Make `x` loop `index` of `s` with nothing acquired yet: every descriptor -1, its locks and its
  * thread record set up. It cannot fail, and m0__hctx_destroy() is safe on it from here on, so the
  * host prepares every loop before it builds any.
  */
-void m0__hctx_prepare(struct m0_hctx *x, struct m0_host *h, int index);
+void m0__hctx_prepare(struct m0_hctx *x, struct m0_serve *s, int index);
 /* Acquire what a prepared loop serves with: its pool, epoll set, mailbox, listener copies and
  * buffers. 0, or -errno with whatever was acquired left for m0__hctx_destroy(). */
 int m0__hctx_build(struct m0_hctx *x);
 /* Both, for a loop on its own (the unit tests). */
-int m0__hctx_init(struct m0_hctx *x, struct m0_host *h, int index);
+int m0__hctx_init(struct m0_hctx *x, struct m0_serve *s, int index);
 /* Free what a prepared context holds, whether m0__hctx_build() finished, failed or never ran. */
 void m0__hctx_destroy(struct m0_hctx *x);
 /* The loop's thread body; `arg` is its struct m0_hctx. */

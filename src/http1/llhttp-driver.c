@@ -7,7 +7,7 @@
 #include <strings.h>
 
 #include "conn.h"
-#include "host.h"
+#include "config.h"
 #include "head-checks.h"
 
 /* ---- llhttp's callbacks: they run inside llhttp_execute() on the loop's thread ---- */
@@ -72,7 +72,7 @@ static int body_ahead(struct m0_conn *c, char *head, size_t hl)
         struct m0_rview v = {.method = p->method, .head = head, .head_len = hl};
         m0__http_target(head, hl, &v.path, &v.path_len);
         struct m0_decision d;
-        m0__route_decide(l->host, &v, NULL, true, &d);
+        m0__route_decide(l, &v, NULL, true, &d);
         c->routed = true;
         c->body_limit = d.body_limit;
         c->body_seen = 0;
@@ -99,7 +99,7 @@ static int on_headers_complete(llhttp_t *p)
 {
         struct m0_conn *c = p->data;
         struct m0_hctx *l = c->loop;
-        const struct m0_config *cfg = &l->host->cfg;
+        const struct m0_config *cfg = l->cfg;
         size_t hl = 0;
         /* The head is contiguous in the buffer being parsed: it is never dropped while in PH_HEAD. */
         char *head = (char *)l->cur_base + c->req_off;
@@ -179,7 +179,7 @@ static void tail_note(struct m0_conn *c, const char *p, size_t n)
 void m0__slice_begin(struct m0_conn *c)
 {
         struct m0_hctx *l = c->loop;
-        l->slice_left = l->host->cfg.slice_requests;
+        l->slice_left = l->cfg->slice_requests;
         l->loop.turn_served = true;
 }
 
@@ -192,7 +192,7 @@ static bool slice_goes_on(struct m0_hctx *l)
 {
         if (l->slice_left == 0)
                 return false;
-        if (l->slice_left < l->host->cfg.slice_requests && m0__turn_spent(&l->loop)) {
+        if (l->slice_left < l->cfg->slice_requests && m0__turn_spent(&l->loop)) {
                 l->slice_left = 0;
                 return false;
         }
@@ -202,7 +202,7 @@ static bool slice_goes_on(struct m0_hctx *l)
 size_t m0__conn_parse(struct m0_conn *c, char *base, size_t len, size_t pos)
 {
         struct m0_hctx *l = c->loop;
-        const struct m0_config *cfg = &l->host->cfg;
+        const struct m0_config *cfg = l->cfg;
         l->cur_base = base;
         l->cur_len = len;
         l->cur_conn = c;

@@ -9,7 +9,9 @@
 #include "crash.h"
 #include "error.h"
 #include "lifecycle.h"
-#include "host.h"
+#include "config.h"
+#include "hctx.h"
+#include "pool.h"
 #include "log.h"
 #include "route.h"
 #include "attach.h"
@@ -160,26 +162,26 @@ static struct m0_job *next_job(struct m0_pool *p)
 static void run_job(struct m0_pool_thread *t, struct m0_job *job)
 {
         struct m0_hctx *l = t->loop;
-        struct m0_host *h = l->host;
+        const struct m0_serve *s = l->serve;
         if (job->backfill) {
-                m0__sse_backfill(h->app, job->backfill, t->thread.state); /* posts it back */
+                m0__sse_backfill(l->app, job->backfill, t->thread.state); /* posts it back */
                 free(job);
                 return;
         }
         job->req.thread = t->index;
-        m0__thread_request_set(h, job->req.method, job->req.path);
+        m0__thread_request_set(s->watchdog_usec != 0, job->req.method, job->req.path);
         uint64_t t0 = m0__now_ns();
-        m0__app_run(h->app, job->fn, &job->req, &job->res, t->thread.state);
+        m0__app_run(l->app, job->fn, &job->req, &job->res, t->thread.state);
         job->run_us = (m0__now_ns() - t0) / 1000;
-        m0__res_compress(h, &job->req, &job->res); /* on this thread, not the loop (SF4) */
-        m0__thread_request_set(h, NULL, NULL);
+        m0__res_compress(l->cfg, &job->req, &job->res); /* on this thread, not the loop (SF4) */
+        m0__thread_request_set(s->watchdog_usec != 0, NULL, NULL);
         if (job->res.stream_refused || job->res.stream) {
                 /* P2: a stream lives on a loop; a pool thread cannot hold one. */
                 m0__log(M0_LOG_WARNING, l->index, NULL,
                         "%s %s opened a stream on pool thread %d: answered 409 (streams are "
                         "served from loop routes only)",
                         job->req.method, job->req.path, t->index);
-                (void)m0__error_fill(h->app, t->thread.state, &job->req, 409,
+                (void)m0__error_fill(l->app, t->thread.state, &job->req, 409,
                                      "streams are served on the loop", NULL, 0, &job->res);
                 m0__req_end(&job->req); /* what the callback's helpers made */
         }
@@ -198,12 +200,12 @@ static void run_job(struct m0_pool_thread *t, struct m0_job *job)
 void *m0__pool_main(void *arg)
 {
         struct m0_pool_thread *t = arg;
-        struct m0_host *h = t->loop->host;
-        if (m0__handler_begin(h, &t->thread, true)) {
+        const struct m0_lifecycle *lc = t->loop->serve->life;
+        if (m0__handler_begin(lc, t->loop, &t->thread, true)) {
                 struct m0_job *job;
                 while ((job = next_job(&t->loop->pool)))
                         run_job(t, job);
         }
-        m0__handler_end(h, &t->thread);
+        m0__handler_end(lc, &t->thread);
         return NULL;
 }

@@ -10,7 +10,7 @@
 #include "bus.h"
 #include "conn.h"
 #include "crash.h"
-#include "host.h"
+#include "config.h"
 #include "log.h"
 #include "attach.h"
 #include "pool.h"
@@ -107,7 +107,7 @@ void m0__sse_unfollow(struct m0_conn *c)
                 if (!f)
                         continue;
                 /* The loop's last stream of it: the bus stops queuing it here (N1). */
-                m0__bus_unfollow(&l->host->bus, l->index, &f->key);
+                m0__bus_unfollow(l->bus, l->index, &f->key);
                 free(f);
         }
         free(c->subs);
@@ -219,8 +219,8 @@ static int follow_all(struct m0_conn *c, const m0_res *res, bool replay, uint64_
                 if (made)
                         add[nadd++] = sub->f->key;
         }
-        int r = m0__bus_subscribe(&l->host->bus, l->index, add, nadd, keys, c->nsubs, replay, after,
-                                  out, gaps, ret);
+        int r = m0__bus_subscribe(l->bus, l->index, add, nadd, keys, c->nsubs, replay, after, out,
+                                  gaps, ret);
         free(keys);
         c->seq = ret->seq;
         c->cursor = ret->last;
@@ -242,7 +242,7 @@ int m0__sse_follow(struct m0_conn *c, const m0_res *res, bool replay, uint64_t a
                 m0__fvec_free(got);
                 return r;
         }
-        if (sub.ahead && l->host->bus.shared)
+        if (sub.ahead && l->bus->shared)
                 c->cursor = after;
         else if (sub.ahead)
                 note_ahead(l, after, c->cursor);
@@ -271,8 +271,8 @@ static int first_bytes(struct m0_hctx *l, struct m0_buf *w)
 {
         static const char open[] = ": open\n\n";
         int r = m0__buf_append(w, open, sizeof(open) - 1);
-        if (r == 0 && l->host->cfg.sse_retry_ms)
-                r = m0__buf_printf(w, "retry: %u\n\n", l->host->cfg.sse_retry_ms);
+        if (r == 0 && l->cfg->sse_retry_ms)
+                r = m0__buf_printf(w, "retry: %u\n\n", l->cfg->sse_retry_ms);
         return r;
 }
 
@@ -367,7 +367,7 @@ void m0__sse_backfill(const m0_app *app, struct m0_treplay *t, void *state)
                                   .out = &t->pre,
                                   .frames = t->frames ? &t->pre_frames : NULL,
                                   .bytes = &bytes,
-                                  .max = m0__hctx_of(t->loop)->host->cfg.max_output_bytes};
+                                  .max = m0__hctx_of(t->loop)->cfg->max_output_bytes};
                 int r = app->backfill(&bf, name, t->after, oldest, state);
                 if (r < 0) {
                         t->err = r;
@@ -419,7 +419,7 @@ int m0__sse_backfill_start(struct m0_conn *c, uint64_t after, struct m0_buf *gap
                 job->backfill = t;
                 m0__pool_submit(&l->pool, job);
         } else {
-                m0__sse_backfill(l->host->app, t, l->thread.state);
+                m0__sse_backfill(l->app, t, l->thread.state);
         }
         return 0;
 }
@@ -441,8 +441,7 @@ int m0__sse_open(struct m0_conn *c, const m0_req *req, const m0_res *res, struct
         struct m0_fvec got = {0};
         struct m0_subscribed sub = {0};
         struct m0_buf backfill = {0};
-        struct gap_out gaps = {.w = w,
-                               .gaps = l->host->app && l->host->app->backfill ? &backfill : NULL};
+        struct gap_out gaps = {.w = w, .gaps = l->app && l->app->backfill ? &backfill : NULL};
         r = follow_all(c, res, replay, after, &got,
                        &(struct m0_gap_sink){.fn = gap_event, .ud = &gaps}, &sub);
         if (r == 0)
@@ -459,7 +458,7 @@ int m0__sse_open(struct m0_conn *c, const m0_req *req, const m0_res *res, struct
                 m0__sse_unlink(c);
                 return r;
         }
-        if (sub.ahead && l->host->bus.shared)
+        if (sub.ahead && l->bus->shared)
                 c->cursor = after; /* another host's id: what follows it comes here too (D95) */
         else if (sub.ahead)
                 note_ahead(l, after, c->cursor);
@@ -549,13 +548,13 @@ static void log_full(struct m0_hctx *l, const struct m0_refusal *r, unsigned clo
         if (!r->count) {
                 m0__log(M0_LOG_WARNING, l->index, NULL,
                         "loop %d's channel is full (--channel-frames %u)%s", l->index,
-                        l->host->cfg.channel_frames, dropped);
+                        l->cfg->channel_frames, dropped);
                 return;
         }
         m0__log(M0_LOG_WARNING, l->index, NULL,
                 "loop %d's channel is full (--channel-frames %u): %llu frame%s from id %llu "
                 "refused; %u stream%s closed, to reconnect with Last-Event-ID%s",
-                l->index, l->host->cfg.channel_frames, (unsigned long long)r->count,
+                l->index, l->cfg->channel_frames, (unsigned long long)r->count,
                 r->count == 1 ? "" : "s", (unsigned long long)r->from, closed,
                 closed == 1 ? "" : "s", dropped);
 }
@@ -613,7 +612,8 @@ int m0__sse_ask_table(struct m0_conn *c, uint64_t after)
                 t->drop = replay_drop;
                 t->c = c;
                 t->after = after;
-                r = m0__shared_replay(l->host, t, (const char *const *)pats, n);
+                r = m0__shared_replay(l->bus, l->cfg->bus_replay_max, t, (const char *const *)pats,
+                                      n);
         }
         while (pats && n--)
                 free(pats[n]);
@@ -636,7 +636,7 @@ static void hold(struct m0_conn *c, const struct m0_frame *f)
 {
         struct m0_treplay *t = c->treplay;
         size_t len = f->end - f->start;
-        if (t->held_bytes + len > c->loop->host->cfg.max_output_bytes ||
+        if (t->held_bytes + len > c->loop->cfg->max_output_bytes ||
             m0__fvec_push(&t->held, (struct m0_frame *)f) < 0) {
                 c->loop->streams_cut++;
                 cut(c);
@@ -721,7 +721,7 @@ static void deliver_one(void *ud, struct m0_sub *sub)
 
 bool m0__sse_deliver(struct m0_hctx *l)
 {
-        struct m0_bus *b = &l->host->bus;
+        struct m0_bus *b = l->bus;
         for (;;) {
                 struct m0_frame *f[TAKE_BATCH];
                 struct m0_refusal refused;
@@ -777,12 +777,12 @@ void m0__sse_farewell(struct m0_hctx *l)
 /* The bus's wake-up: flag each loop of `mask` once and poke its mailbox eventfd on the 0→1 edge. */
 void m0__bus_wake_loops(void *ud, const uint64_t *mask)
 {
-        struct m0_host *h = ud;
+        struct m0_serve *s = ud;
         /* A loop publishing itself delivers after the connection it serves, or at the end of
          * its turn at the latest (D44): its own eventfd needs no write. */
         struct m0_hctx *self = m0__thread_loop_self();
-        for (int i = 0; i < h->nloops; i++) {
-                struct m0_hctx *l = &h->loops[i];
+        for (int i = 0; i < s->nloops; i++) {
+                struct m0_hctx *l = &s->loops[i];
                 if (!(mask[i / 64] & (UINT64_C(1) << (i % 64))))
                         continue;
                 if (!atomic_exchange(&l->bus_pending, true) && l != self)

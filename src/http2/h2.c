@@ -14,7 +14,7 @@
 
 #include "error.h"
 #include "h2.h"
-#include "host.h"
+#include "config.h"
 #include "sse.h"
 
 /* CONTINUATION frames a header block may take (nghttp2's own default, set so the defence does
@@ -102,8 +102,7 @@ static struct h2_stream *stream_of(struct m0_h2 *h, int32_t id)
  * one kept, which its route's bound holds (D155). */
 static bool may_consume(const struct m0_h2 *h, const struct h2_stream *st)
 {
-        return h->body_bytes <= h->c->loop->host->cfg.max_body_bytes ||
-               h->body_bytes == st->body.len;
+        return h->body_bytes <= h->c->loop->cfg->max_body_bytes || h->body_bytes == st->body.len;
 }
 
 /* Bytes left unconsumed are taken now by the streams that may. */
@@ -214,7 +213,7 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
         if (!st || st->head_done || st->refuse)
                 return 0; /* trailers are not read; a refused head keeps nothing */
         (void)s;
-        const struct m0_config *cfg = &h->c->loop->host->cfg;
+        const struct m0_config *cfg = h->c->loop->cfg;
         bool pseudo = nl && name[0] == ':';
         st->head_bytes += nl + vl + 4;
         if (!pseudo && !(is(name, nl, "cookie") && st->cookie.len))
@@ -407,7 +406,7 @@ static void head_whole(struct m0_h2 *h, struct h2_stream *st, bool end_stream)
         struct m0_rview v = {
                 .method = method, .path = l->req.path, .path_len = l->req.path_len, .req = &l->req};
         struct m0_decision d;
-        m0__route_decide(l->host, &v, NULL, true, &d);
+        m0__route_decide(l, &v, NULL, true, &d);
         st->body_limit = d.body_limit;
         const char *cl = m0_req_header(&l->req, "content-length");
         bool over = cl && strtoull(cl, NULL, 10) > d.body_limit;
@@ -577,7 +576,7 @@ static int events_send(struct m0_conn *e, const void *data, size_t len)
         if (st->ending)
                 return -EPIPE;
         size_t left = st->out.len - st->out_off;
-        if (left + len > h->c->loop->host->cfg.max_output_bytes) {
+        if (left + len > h->c->loop->cfg->max_output_bytes) {
                 m0__count(&h->c->loop->streams_cut, 1);
                 events_cut(e);
                 return -EPIPE;
@@ -1231,7 +1230,7 @@ static void h2_drain(struct m0_conn *c)
                 if (st->ws && st->ws->up)
                         st->ws->proto->drain(st->ws);
         }
-        if (!c->loop->host->cfg.drain_idle_ms) {
+        if (!c->loop->cfg->drain_idle_ms) {
                 last_goaway(h);
                 return;
         }
@@ -1319,7 +1318,7 @@ static int h2_start(struct m0_conn *c, const char *bytes, size_t n)
         if (!h)
                 goto fail;
         h->c = c;
-        if (h2_session(h, &c->loop->host->cfg) < 0)
+        if (h2_session(h, c->loop->cfg) < 0)
                 goto fail;
         c->h2 = h;
         c->proto = &m0__proto_h2;

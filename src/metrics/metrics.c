@@ -8,10 +8,13 @@
 #include <strings.h>
 
 #include "buf.h"
-#include "host.h"
+#include "attach.h"
+#include "config.h"
+#include "hctx.h"
 #include "head-checks.h"
 #include "metrics.h"
 #include "load.h"
+#include "tls.h"
 
 /* The histograms' buckets (m0__bucket_us, accesslog.c) as the `le` label shows them: seconds, in their shortest decimal form. */
 static const char *const bucket_le[M0__BUCKETS] = {
@@ -217,40 +220,40 @@ static uint64_t loop_counter(const struct m0_hctx *l, size_t off)
 #define LOOP_FIELD(f) offsetof(struct m0_hctx, f)
 
 /* A counter or gauge family with one sample per loop, labelled by it. */
-static void per_loop(struct out *o, struct m0_host *h, const char *name, enum type t,
+static void per_loop(struct out *o, const struct m0_serve *sv, const char *name, enum type t,
                      const char *unit, const char *help, size_t off)
 {
         family(o, name, t, unit, help);
-        for (int i = 0; i < h->nloops; i++) {
+        for (int i = 0; i < sv->nloops; i++) {
                 char lb[32];
                 snprintf(lb, sizeof(lb), "loop=\"%d\"", i);
-                sample(o, name, t == COUNTER ? "_total" : "", lb, loop_counter(&h->loops[i], off));
+                sample(o, name, t == COUNTER ? "_total" : "", lb, loop_counter(&sv->loops[i], off));
         }
 }
 
-static void requests(struct out *o, struct m0_host *h)
+static void requests(struct out *o, const struct m0_serve *sv)
 {
         family(o, "m0_requests", COUNTER, NULL,
                "Requests answered, by loop, method and status class; host refusals and streams "
                "included.");
-        for (int i = 0; i < h->nloops; i++)
+        for (int i = 0; i < sv->nloops; i++)
                 for (int m = 0; m < M0__METHOD_CLASSES; m++)
                         for (int s = 0; s < M0__STATUS_CLASSES; s++) {
                                 char lb[80];
                                 snprintf(lb, sizeof(lb), "loop=\"%d\",method=\"%s\",status=\"%s\"",
                                          i, method_label[m], status_label[s]);
                                 sample(o, "m0_requests", "_total", lb,
-                                       m0__counter_read(&h->loops[i].stats.requests[m][s]));
+                                       m0__counter_read(&sv->loops[i].stats.requests[m][s]));
                         }
 }
 
 /* A histogram summed over the loops: `off` is the struct m0_histogram's offset in a loop. */
-static void histogram(struct out *o, struct m0_host *h, const char *name, const char *help,
+static void histogram(struct out *o, const struct m0_serve *sv, const char *name, const char *help,
                       size_t off)
 {
         uint64_t b[M0__BUCKETS + 1] = {0}, sum = 0;
-        for (int i = 0; i < h->nloops; i++) {
-                const struct m0_histogram *hg = (const void *)((const char *)&h->loops[i] + off);
+        for (int i = 0; i < sv->nloops; i++) {
+                const struct m0_histogram *hg = (const void *)((const char *)&sv->loops[i] + off);
                 for (int k = 0; k <= M0__BUCKETS; k++)
                         b[k] += m0__counter_read(&hg->bucket[k]);
                 sum += m0__counter_read(&hg->sum_us);
@@ -270,13 +273,13 @@ static void histogram(struct out *o, struct m0_host *h, const char *name, const 
         put(o, "\n");
 }
 
-static void process(struct out *o, struct m0_host *h)
+static void process(struct out *o, const struct m0_serve *sv)
 {
         family(o, "m0_build", INFO, NULL, "The app and the m0 version serving it.");
         struct m0_buf lb = {0};
         int r = m0__buf_append(&lb, "app=\"", 5);
         if (r == 0)
-                r = m0__metrics_label_value(&lb, h->app->name);
+                r = m0__metrics_label_value(&lb, sv->app->name);
         if (r == 0)
                 r = m0__buf_printf(&lb, "\",version=\"%s\"", m0_version());
         if (r == 0)
@@ -286,46 +289,46 @@ static void process(struct out *o, struct m0_host *h)
         sample(o, "m0_build", "_info", r == 0 ? lb.data : "", 1);
         m0__buf_free(&lb);
         family(o, "m0_loops", GAUGE, NULL, "Event loops serving.");
-        sample(o, "m0_loops", "", "", (uint64_t)h->nloops);
+        sample(o, "m0_loops", "", "", (uint64_t)sv->nloops);
         family(o, "m0_draining", GAUGE, NULL, "1 once the drain (SIGTERM) began.");
-        sample(o, "m0_draining", "", "", atomic_load(&h->stopping) ? 1 : 0);
+        sample(o, "m0_draining", "", "", atomic_load(&sv->stopping) ? 1 : 0);
 }
 
-static void connections(struct out *o, struct m0_host *h)
+static void connections(struct out *o, const struct m0_serve *sv)
 {
-        per_loop(o, h, "m0_connections", GAUGE, NULL, "Connections open.",
+        per_loop(o, sv, "m0_connections", GAUGE, NULL, "Connections open.",
                  LOOP_FIELD(stats.conns_open));
         family(o, "m0_connections_accepted", COUNTER, NULL,
                "Connections this loop accepted, kept or handed over.");
-        for (int i = 0; i < h->nloops; i++) {
+        for (int i = 0; i < sv->nloops; i++) {
                 char lb[32];
                 snprintf(lb, sizeof(lb), "loop=\"%d\"", i);
                 sample(o, "m0_connections_accepted", "_total", lb,
-                       m0__counter_read(&h->loops[i].accepted) +
-                               m0__counter_read(&h->loops[i].passed));
+                       m0__counter_read(&sv->loops[i].accepted) +
+                               m0__counter_read(&sv->loops[i].passed));
         }
-        per_loop(o, h, "m0_connections_passed", COUNTER, NULL,
+        per_loop(o, sv, "m0_connections_passed", COUNTER, NULL,
                  "Connections this loop accepted and handed over to a less loaded loop.",
                  LOOP_FIELD(passed));
-        per_loop(o, h, "m0_connections_received", COUNTER, NULL,
+        per_loop(o, sv, "m0_connections_received", COUNTER, NULL,
                  "Connections handed over to this loop by another.", LOOP_FIELD(received));
-        per_loop(o, h, "m0_connections_refused", COUNTER, NULL,
+        per_loop(o, sv, "m0_connections_refused", COUNTER, NULL,
                  "Connections closed at once, over the connection limit or with no fd left.",
                  LOOP_FIELD(refused_conns));
-        per_loop(o, h, "m0_received_bytes", COUNTER, "bytes", "Bytes read from connections.",
+        per_loop(o, sv, "m0_received_bytes", COUNTER, "bytes", "Bytes read from connections.",
                  LOOP_FIELD(stats.bytes_in));
-        per_loop(o, h, "m0_sent_bytes", COUNTER, "bytes", "Bytes written to connections.",
+        per_loop(o, sv, "m0_sent_bytes", COUNTER, "bytes", "Bytes written to connections.",
                  LOOP_FIELD(stats.bytes_out));
-        per_loop(o, h, "m0_http2_requests", COUNTER, NULL,
+        per_loop(o, sv, "m0_http2_requests", COUNTER, NULL,
                  "Requests HTTP/2 carried (of m0_requests_total; the others came over HTTP/1.1).",
                  LOOP_FIELD(stats.h2_requests));
-        per_loop(o, h, "m0_drain_connections_cut", COUNTER, NULL,
+        per_loop(o, sv, "m0_drain_connections_cut", COUNTER, NULL,
                  "Connections still open when the drain's bound passed, cut.", LOOP_FIELD(cut));
 }
 
-static void streams(struct out *o, struct m0_host *h)
+static void streams(struct out *o, const struct m0_serve *sv)
 {
-        per_loop(o, h, "m0_streams", GAUGE, NULL, "Event streams open.",
+        per_loop(o, sv, "m0_streams", GAUGE, NULL, "Event streams open.",
                  LOOP_FIELD(stats.streams_open));
         static const struct {
                 const char *reason;
@@ -336,28 +339,29 @@ static void streams(struct out *o, struct m0_host *h)
         family(o, "m0_streams_closed", COUNTER, NULL,
                "Streams the host closed: a backlog past its bound, a full channel, frames "
                "unread at the stop.");
-        for (int i = 0; i < h->nloops; i++)
+        for (int i = 0; i < sv->nloops; i++)
                 for (size_t k = 0; k < sizeof(closed) / sizeof(closed[0]); k++) {
                         char lb[64];
                         snprintf(lb, sizeof(lb), "loop=\"%d\",reason=\"%s\"", i, closed[k].reason);
                         sample(o, "m0_streams_closed", "_total", lb,
-                               loop_counter(&h->loops[i], closed[k].off));
+                               loop_counter(&sv->loops[i], closed[k].off));
                 }
 }
 
 /* WebSockets (WS1-WS4): open, messages each way, and how they ended, by close code. */
-static void websockets(struct out *o, struct m0_host *h)
+static void websockets(struct out *o, const struct m0_serve *sv)
 {
-        per_loop(o, h, "m0_websockets", GAUGE, NULL, "WebSockets open.", LOOP_FIELD(stats.ws_open));
-        per_loop(o, h, "m0_websocket_messages_received", COUNTER, NULL,
+        per_loop(o, sv, "m0_websockets", GAUGE, NULL, "WebSockets open.",
+                 LOOP_FIELD(stats.ws_open));
+        per_loop(o, sv, "m0_websocket_messages_received", COUNTER, NULL,
                  "WebSocket messages read whole from clients.", LOOP_FIELD(stats.ws_in));
-        per_loop(o, h, "m0_websocket_messages_sent", COUNTER, NULL,
+        per_loop(o, sv, "m0_websocket_messages_sent", COUNTER, NULL,
                  "WebSocket messages queued to clients: the app's and the bus's events.",
                  LOOP_FIELD(stats.ws_out));
         family(o, "m0_websocket_closes", COUNTER, NULL,
                "WebSockets ended, by the close code that ended them (the client's or m0's; "
                "1006: the connection was lost without one).");
-        for (int i = 0; i < h->nloops; i++)
+        for (int i = 0; i < sv->nloops; i++)
                 for (unsigned k = 0; k < M0__WS_CODES; k++) {
                         char lb[64];
                         if (k < M0__WS_CODES - 1)
@@ -366,14 +370,14 @@ static void websockets(struct out *o, struct m0_host *h)
                         else
                                 snprintf(lb, sizeof(lb), "loop=\"%d\",code=\"other\"", i);
                         sample(o, "m0_websocket_closes", "_total", lb,
-                               m0__counter_read(&h->loops[i].stats.ws_closed[k]));
+                               m0__counter_read(&sv->loops[i].stats.ws_closed[k]));
                 }
 }
 
-static void bus(struct out *o, struct m0_host *h)
+static void bus(struct out *o, const struct m0_serve *sv)
 {
         struct m0_bus_stats bs = {0};
-        m0__bus_stats(&h->bus, &bs);
+        m0__bus_stats(sv->bus, &bs);
         static const struct row counts[] = {
 #define BUS_ROW(n, help, f) {n, COUNTER, help, offsetof(struct m0_bus_stats, f)}
                 BUS_ROW("m0_bus_events_published", "Events published on the bus.", published),
@@ -399,46 +403,46 @@ static void bus(struct out *o, struct m0_host *h)
 #undef BUS_ROW
         };
         rows(o, counts, sizeof(counts) / sizeof(counts[0]), &bs);
-        per_loop(o, h, "m0_bus_events_delivered", COUNTER, NULL,
+        per_loop(o, sv, "m0_bus_events_delivered", COUNTER, NULL,
                  "Event frames written to streams as they were published, one per stream.",
                  LOOP_FIELD(stats.delivered));
-        per_loop(o, h, "m0_bus_events_replayed", COUNTER, NULL,
+        per_loop(o, sv, "m0_bus_events_replayed", COUNTER, NULL,
                  "Event frames replayed to streams reconnecting with Last-Event-ID.",
                  LOOP_FIELD(stats.replayed));
-        per_loop(o, h, "m0_bus_events_dropped", COUNTER, NULL,
+        per_loop(o, sv, "m0_bus_events_dropped", COUNTER, NULL,
                  "Event frames a loop's full channel refused (its streams were closed).",
                  LOOP_FIELD(chan_refused));
 }
 
-static void pool(struct out *o, struct m0_host *h)
+static void pool(struct out *o, const struct m0_serve *sv)
 {
-        if (!h->cfg.blocking_threads)
+        if (!sv->cfg->blocking_threads)
                 return;
-        per_loop(o, h, "m0_pool_queued_jobs", GAUGE, NULL,
+        per_loop(o, sv, "m0_pool_queued_jobs", GAUGE, NULL,
                  "Blocking requests waiting for a pool thread.", LOOP_FIELD(pool.depth));
-        histogram(o, h, "m0_pool_job_duration_seconds",
+        histogram(o, sv, "m0_pool_job_duration_seconds",
                   "Time a pool thread ran a blocking request's handler.", LOOP_FIELD(stats.job));
 }
 
-static void access_log(struct out *o, struct m0_host *h)
+static void access_log(struct out *o, const struct m0_serve *sv)
 {
-        if (h->cfg.access_log != M0_ACCESS_JOURNAL)
+        if (sv->cfg->access_log != M0_ACCESS_JOURNAL)
                 return;
-        per_loop(o, h, "m0_access_log_entries", COUNTER, NULL, "Access log entries journald took.",
+        per_loop(o, sv, "m0_access_log_entries", COUNTER, NULL, "Access log entries journald took.",
                  LOOP_FIELD(stats.journal_sent));
-        per_loop(o, h, "m0_access_log_dropped", COUNTER, NULL,
+        per_loop(o, sv, "m0_access_log_dropped", COUNTER, NULL,
                  "Access log entries dropped: journald behind past the queue, or not there.",
                  LOOP_FIELD(stats.journal_dropped));
 }
 
-static void self(struct out *o, struct m0_host *h)
+static void self(struct out *o, const struct m0_metrics_server *m)
 {
         family(o, "m0_metrics_scrapes", COUNTER, NULL, "GET /metrics answered.");
-        sample(o, "m0_metrics_scrapes", "_total", "", m0__counter_read(&h->metrics.scrapes));
+        sample(o, "m0_metrics_scrapes", "_total", "", m0__counter_read(&m->scrapes));
         family(o, "m0_metrics_rejected", COUNTER, NULL,
                "Metrics connections refused: another request, a malformed or slow one, or past "
                "the connection limit.");
-        sample(o, "m0_metrics_rejected", "_total", "", m0__counter_read(&h->metrics.rejected));
+        sample(o, "m0_metrics_rejected", "_total", "", m0__counter_read(&m->rejected));
 }
 
 int m0__metrics_render_pgbus(struct m0_pgbus *pg, enum m0_metrics_format f, struct m0_buf *out)
@@ -502,7 +506,7 @@ static void tls_expiry(void *ud, const struct m0_tls_cert *c)
 }
 
 /* TL7: the handshakes each loop completed, by version, resumed, and failed, by reason. */
-static void tls_handshakes(struct out *o, struct m0_host *h)
+static void tls_handshakes(struct out *o, const struct m0_serve *sv)
 {
         static const char *const version[2] = {"TLSv1.2", "TLSv1.3"};
         static const struct {
@@ -514,58 +518,61 @@ static void tls_handshakes(struct out *o, struct m0_host *h)
         char lb[64];
         family(o, "m0_tls_handshakes", COUNTER, NULL,
                "TLS handshakes completed, by loop and protocol version.");
-        for (int i = 0; i < h->nloops; i++)
+        for (int i = 0; i < sv->nloops; i++)
                 for (int v = 0; v < 2; v++) {
                         snprintf(lb, sizeof(lb), "loop=\"%d\",version=\"%s\"", i, version[v]);
                         sample(o, "m0_tls_handshakes", "_total", lb,
-                               m0__counter_read(&h->loops[i].tls_done[v]));
+                               m0__counter_read(&sv->loops[i].tls_done[v]));
                 }
-        per_loop(o, h, "m0_tls_handshakes_resumed", COUNTER, NULL,
+        per_loop(o, sv, "m0_tls_handshakes_resumed", COUNTER, NULL,
                  "TLS handshakes that resumed a session (a ticket, or the session cache).",
                  LOOP_FIELD(tls_resumed));
         family(o, "m0_tls_handshakes_failed", COUNTER, NULL,
                "TLS handshakes that did not complete: error (not TLS, a version or cipher "
                "refused, the peer gone), timeout (M0_TLS_HANDSHAKE_TIMEOUT_MS), busy "
                "(M0_TLS_MAX_HANDSHAKES in progress on the loop).");
-        for (int i = 0; i < h->nloops; i++)
+        for (int i = 0; i < sv->nloops; i++)
                 for (size_t k = 0; k < sizeof(failed) / sizeof(failed[0]); k++) {
                         snprintf(lb, sizeof(lb), "loop=\"%d\",reason=\"%s\"", i, failed[k].reason);
                         sample(o, "m0_tls_handshakes_failed", "_total", lb,
-                               loop_counter(&h->loops[i], failed[k].off));
+                               loop_counter(&sv->loops[i], failed[k].off));
                 }
 }
 
 /* TL3: when each certificate expires, for an alert ahead of M0_TLS_WARN_DAYS. */
-static void tls(struct out *o, struct m0_host *h)
+static void tls(struct out *o, const struct m0_serve *sv)
 {
-        if (!h->tls)
+        if (!sv->tls)
                 return;
         family(o, "m0_tls_certificate_expiry_timestamp_seconds", GAUGE, "seconds",
                "When each TLS certificate expires (notAfter), in seconds since the epoch; "
                "server_name is "
                "the server name it is chosen for, empty for the default.");
-        m0__tls_each_cert(h->tls, tls_expiry, o);
-        tls_handshakes(o, h);
+        m0__tls_each_cert(sv->tls, tls_expiry, o);
+        tls_handshakes(o, sv);
 }
 
-int m0__metrics_render(struct m0_host *h, enum m0_metrics_format f, struct m0_buf *out)
+int m0__metrics_render(const struct m0_metrics_server *m, enum m0_metrics_format f,
+                       struct m0_buf *out)
 {
+        const struct m0_serve *sv = m->serve;
         struct out o = {.b = out, .om = f == M0_METRICS_OPENMETRICS};
-        process(&o, h);
-        requests(&o, h);
-        histogram(&o, h, "m0_request_duration_seconds",
+        process(&o, sv);
+        requests(&o, sv);
+        histogram(&o, sv, "m0_request_duration_seconds",
                   "Time from the read that brought a request's first byte to its answer queued.",
                   LOOP_FIELD(stats.duration));
-        connections(&o, h);
-        streams(&o, h);
-        websockets(&o, h);
-        bus(&o, h);
-        pool(&o, h);
-        access_log(&o, h);
-        tls(&o, h);
-        self(&o, h);
-        if (!o.err && h->pgbus)
-                o.err = m0__metrics_render_pgbus(h->pgbus, f, out);
+        connections(&o, sv);
+        streams(&o, sv);
+        websockets(&o, sv);
+        bus(&o, sv);
+        pool(&o, sv);
+        access_log(&o, sv);
+        tls(&o, sv);
+        self(&o, m);
+        struct m0_pgbus *pg = m->shared ? m->shared->pgbus : NULL;
+        if (!o.err && pg)
+                o.err = m0__metrics_render_pgbus(pg, f, out);
         if (o.om)
                 put(&o, "# EOF\n");
         return o.err;

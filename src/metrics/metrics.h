@@ -15,9 +15,10 @@
 #include "thread.h"
 
 struct m0_buf;
-struct m0_host;
 struct m0_hctx;
 struct m0_pgbus;
+struct m0_serve;
+struct m0_shared;
 
 /*
  * A counter (or a gauge) with one writer: the thread that owns it adds with a relaxed load and
@@ -150,12 +151,15 @@ const char *m0__metrics_content_type(enum m0_metrics_format f);
  * most specific range covering text/plain), else the 0.0.4 text format, as Prometheus's
  * client libraries answer (AP4, D116). An element whose q is not a qvalue is ignored. */
 enum m0_metrics_format m0__metrics_negotiate(const char *accept);
+struct m0_metrics_server;
 /*
- * Append the whole exposition of host `h` to `out`: every family, each loop's counters summed
- * where the family has no loop label. Reads other threads' counters with relaxed loads only;
- * takes no lock a loop takes. 0 or -ENOMEM. The metrics thread (or a test).
+ * Append the whole exposition of what `m` was handed (its `serve` and `shared`) to `out`: every
+ * family, each loop's counters summed where the family has no loop label. Reads other threads'
+ * counters with relaxed loads only; takes no lock a loop takes. 0 or -ENOMEM. The metrics thread
+ * (or a test).
  */
-int m0__metrics_render(struct m0_host *h, enum m0_metrics_format f, struct m0_buf *out);
+int m0__metrics_render(const struct m0_metrics_server *m, enum m0_metrics_format f,
+                       struct m0_buf *out);
 /* The database bus's families (G) for `pg`, which is running: its state and counters. */
 int m0__metrics_render_pgbus(struct m0_pgbus *pg, enum m0_metrics_format f, struct m0_buf *out);
 /* A label value escaped as OpenMetrics wants it: backslash, double quote and line feed. */
@@ -172,6 +176,10 @@ struct m0_mlisten;
  * event loop of evloop/'s (D211): the listeners and connections are its descriptors, each
  * connection's deadline its timer, the stop a message. */
 struct m0_metrics_server {
+        /* What it reads, handed by the host before it starts (LY4, D240): the loops, the app,
+         * the configuration, the sockets, the bus and TLS; the database bus's state. */
+        const struct m0_serve *serve;
+        const struct m0_shared *shared;
         struct m0_loop loop;
         bool built;   /* `loop` was prepared: m0__metrics_stop() destroys it */
         bool stopped; /* the stop's message was handled (the metrics thread's) */
@@ -186,9 +194,9 @@ struct m0_metrics_server {
 
 /* Start the metrics thread on the host's metrics listeners (none: nothing to do). 0 or -errno.
  * The coordinator, once every loop is built. */
-int m0__metrics_start(struct m0_host *h);
+int m0__metrics_start(struct m0_metrics_server *m);
 /* Stop and join the metrics thread (bounded by a second) and free what it holds. Safe when it
  * never started. The coordinator, after the loops are joined. */
-void m0__metrics_stop(struct m0_host *h);
+void m0__metrics_stop(struct m0_metrics_server *m);
 
 #endif /* M0_METRICS_H */

@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include "crash.h"
-#include "host.h"
+#include "activation.h"
+#include "config.h"
+#include "hctx.h"
 #include "head-checks.h"
 #include "log.h"
 #include "metrics.h"
@@ -27,7 +29,7 @@
 struct m0_mconn {
         struct m0_io io;       /* in the metrics loop's epoll set while `fd` >= 0 */
         struct m0_timer timer; /* its deadline, in the loop's one class (all have one bound) */
-        struct m0_host *h;
+        struct m0_metrics_server *m;
         int fd; /* -1: a free slot */
         struct m0_head_reader rd;
         struct m0_buf in;
@@ -39,7 +41,7 @@ struct m0_mconn {
 /* A metrics listener in the loop's epoll set. */
 struct m0_mlisten {
         struct m0_io io;
-        struct m0_host *h;
+        struct m0_metrics_server *m;
         int fd; /* the host's; it outlives the loop */
 };
 
@@ -124,9 +126,9 @@ static void refuse(struct m0_metrics_server *m, struct m0_mconn *c, int status, 
 
 /* The head is read (`st` 0, `req` it) or refused (`st` its status): GET (or HEAD) /metrics
  * gets the exposition, anything else its refusal. */
-static void answer(struct m0_host *h, struct m0_mconn *c, int st, const struct m0_req *req)
+static void answer(struct m0_metrics_server *m, struct m0_mconn *c, int st,
+                   const struct m0_req *req)
 {
-        struct m0_metrics_server *m = &h->metrics;
         bool is_head = m0__head_read_is_head(&c->rd);
         if (st) {
                 refuse(m, c, st, is_head);
@@ -143,7 +145,7 @@ static void answer(struct m0_host *h, struct m0_mconn *c, int st, const struct m
         enum m0_metrics_format f = m0__metrics_negotiate(m0_req_header(req, "Accept"));
         m0__count(&m->scrapes, 1); /* before the rendering, which then counts itself */
         struct m0_buf body = {0};
-        int r = m0__metrics_render(h, f, &body);
+        int r = m0__metrics_render(m, f, &body);
         c->out.len = 0;
         if (r == 0)
                 r = head(&c->out, 200, m0__metrics_content_type(f), body.len, false);
@@ -159,10 +161,9 @@ static void answer(struct m0_host *h, struct m0_mconn *c, int st, const struct m
 }
 
 /* Bytes from the client: the head so far, or, once answered, bytes to drop until it closes. */
-static void on_readable(struct m0_host *h, struct m0_mconn *c, struct m0_header *fields)
+static void on_readable(struct m0_metrics_server *m, struct m0_mconn *c, struct m0_header *fields)
 {
-        struct m0_metrics_server *m = &h->metrics;
-        size_t max = h->cfg.max_head_bytes;
+        size_t max = m->serve->cfg->max_head_bytes;
         char drop[4096];
         bool answered = c->answered;
         if (!answered && m0__buf_reserve(&c->in, max + 1 - c->in.len) < 0) {
@@ -189,7 +190,7 @@ static void on_readable(struct m0_host *h, struct m0_mconn *c, struct m0_header 
         if (st == -EAGAIN && c->in.len > max)
                 st = 431; /* empty lines before a request line, past the head bound */
         if (st != -EAGAIN)
-                answer(h, c, st, &req);
+                answer(m, c, st, &req);
 }
 
 /* A connection's descriptor is ready: its answer's bytes go out, or the client's come in. */
@@ -199,9 +200,9 @@ static void mconn_ready(struct m0_io *io, uint32_t events)
         if (c->fd < 0)
                 return; /* closed earlier in this turn */
         if (events & EPOLLOUT)
-                write_out(&c->h->metrics, c);
+                write_out(c->m, c);
         else
-                on_readable(c->h, c, c->h->metrics.fields);
+                on_readable(c->m, c, c->m->fields);
 }
 
 /* Its deadline passed: slow to send its request, it gets a 408, as far as the socket takes it
@@ -209,7 +210,7 @@ static void mconn_ready(struct m0_io *io, uint32_t events)
 static void mconn_expired(struct m0_timer *t)
 {
         struct m0_mconn *c = M0__CONTAINER_OF(t, struct m0_mconn, timer);
-        struct m0_metrics_server *m = &c->h->metrics;
+        struct m0_metrics_server *m = c->m;
         if (!c->answered) {
                 static const char timeout[] = "HTTP/1.1 408 Request Timeout\r\nServer: m0\r\n"
                                               "Content-Length: 0\r\nConnection: close\r\n\r\n";
@@ -224,8 +225,8 @@ static void mconn_expired(struct m0_timer *t)
 static void accept_some(struct m0_io *io, uint32_t events)
 {
         struct m0_mlisten *ml = M0__CONTAINER_OF(io, struct m0_mlisten, io);
-        struct m0_host *h = ml->h;
-        struct m0_metrics_server *m = &h->metrics;
+        struct m0_metrics_server *m = ml->m;
+        const struct m0_config *cfg = m->serve->cfg;
         (void)events;
         for (int i = 0; i < 16; i++) {
                 int fd = accept4(ml->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -241,9 +242,9 @@ static void accept_some(struct m0_io *io, uint32_t events)
                         continue;
                 }
                 c->fd = fd;
-                m0__head_reader_init(&c->rd, &h->cfg);
+                m0__head_reader_init(&c->rd, cfg);
                 m0__timer_file(&m->loop, &c->timer, DEADLINE,
-                               m->loop.now_ms + h->cfg.metrics_timeout_ms);
+                               m->loop.now_ms + cfg->metrics_timeout_ms);
         }
 }
 
@@ -255,11 +256,10 @@ static void stop_handle(struct m0_loop *l, struct m0_msg *msg)
 
 static void *metrics_main(void *arg)
 {
-        struct m0_host *h = arg;
-        struct m0_metrics_server *m = &h->metrics;
+        struct m0_metrics_server *m = arg;
         m0__thread_identify(NULL, (m0_thread_kind)M0__THREAD_METRICS, -1, -1);
         (void)pthread_setname_np(pthread_self(), m->thread.name);
-        m->fields = calloc(h->cfg.max_header_fields, sizeof(*m->fields));
+        m->fields = calloc(m->serve->cfg->max_header_fields, sizeof(*m->fields));
         if (!m->fields)
                 m0__log(M0_LOG_ERR, -1, NULL, "the metrics thread has no memory: no metrics");
         while (m->fields && !m->stopped)
@@ -272,49 +272,47 @@ static void *metrics_main(void *arg)
 }
 
 /* The thread's loop: its mailbox (the stop) and every metrics listener. 0 or -errno. */
-static int server_build(struct m0_host *h)
+static int server_build(struct m0_metrics_server *m)
 {
-        struct m0_metrics_server *m = &h->metrics;
-        m->nconns = h->cfg.metrics_max_connections;
+        const struct m0_sockets *so = m->serve->sockets;
+        m->nconns = m->serve->cfg->metrics_max_connections;
         m->conns = calloc(m->nconns, sizeof(*m->conns));
-        m->listens = calloc(h->sockets.nmetrics, sizeof(*m->listens));
+        m->listens = calloc(so->nmetrics, sizeof(*m->listens));
         if (!m->conns || !m->listens)
                 return -ENOMEM;
         for (size_t k = 0; k < m->nconns; k++)
                 m->conns[k] = (struct m0_mconn){
-                        .io.ready = mconn_ready, .timer.fire = mconn_expired, .h = h, .fd = -1};
+                        .io.ready = mconn_ready, .timer.fire = mconn_expired, .m = m, .fd = -1};
         m->loop.turn_items = 32; /* events a turn takes, as the epoll batch it was */
         m->loop.turn_budget_ms = 10;
         m->loop.wake_every_ms = 60000; /* nothing to do on a wake: it sleeps until a descriptor or
                                           a deadline, as its own epoll loop did */
         int r = m0__loop_build(&m->loop);
-        for (size_t i = 0; r == 0 && i < h->sockets.nmetrics; i++) {
+        for (size_t i = 0; r == 0 && i < so->nmetrics; i++) {
                 m->listens[i] = (struct m0_mlisten){
-                        .io.ready = accept_some, .h = h, .fd = h->sockets.metrics[i].fd};
+                        .io.ready = accept_some, .m = m, .fd = so->metrics[i].fd};
                 r = m0__io_add(&m->loop, &m->listens[i].io, m->listens[i].fd, EPOLLIN);
         }
         return r;
 }
 
-int m0__metrics_start(struct m0_host *h)
+int m0__metrics_start(struct m0_metrics_server *m)
 {
-        struct m0_metrics_server *m = &h->metrics;
-        if (!h->sockets.nmetrics)
+        if (!m->serve->sockets->nmetrics)
                 return 0;
         m0__loop_prepare(&m->loop, -1, NULL);
         m->built = true;
-        m0__thread_init(&m->thread, M0__THREAD_METRICS, -1, -1, metrics_main, h);
-        int r = server_build(h);
+        m0__thread_init(&m->thread, M0__THREAD_METRICS, -1, -1, metrics_main, m);
+        int r = server_build(m);
         if (r == 0)
                 r = m0__thread_start(&m->thread);
         if (r < 0)
-                m0__metrics_stop(h);
+                m0__metrics_stop(m);
         return r;
 }
 
-void m0__metrics_stop(struct m0_host *h)
+void m0__metrics_stop(struct m0_metrics_server *m)
 {
-        struct m0_metrics_server *m = &h->metrics;
         if (m->thread.started) {
                 struct m0_msg *msg = calloc(1, sizeof(*msg));
                 if (msg) {

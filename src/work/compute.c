@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* compute.c: the host-wide compute pool behind m0_parallel_for (P4): idle cores for heavy work. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compute.h"
 #include "crash.h"
-#include "host.h"
 
 /*
  * One call is one job: its items are handed out by an atomic counter to whichever threads take
@@ -89,12 +89,11 @@ static void *compute_main(void *arg)
 /* Written by the coordinator (start, stop), read by any thread calling m0_parallel_for. */
 static _Atomic(struct m0_compute *) compute_global;
 
-int m0__compute_start(struct m0_host *h)
+int m0__compute_start(struct m0_compute *cp, unsigned nthreads)
 {
-        struct m0_compute *cp = &h->compute;
         pthread_mutex_init(&cp->lock, NULL);
         pthread_cond_init(&cp->cond, NULL);
-        cp->nthreads = (int)h->cfg.compute_threads;
+        cp->nthreads = (int)nthreads;
         if (cp->nthreads == 0)
                 return 0;
         cp->threads = calloc((size_t)cp->nthreads, sizeof(*cp->threads));
@@ -110,9 +109,8 @@ int m0__compute_start(struct m0_host *h)
         return 0;
 }
 
-void m0__compute_stop(struct m0_host *h)
+void m0__compute_stop(struct m0_compute *cp)
 {
-        struct m0_compute *cp = &h->compute;
         atomic_store(&compute_global, NULL); /* later calls run inline */
         pthread_mutex_lock(&cp->lock);
         cp->stop = true;
@@ -120,9 +118,8 @@ void m0__compute_stop(struct m0_host *h)
         pthread_mutex_unlock(&cp->lock);
 }
 
-int m0__compute_join(struct m0_host *h, const struct timespec *deadline)
+int m0__compute_join(struct m0_compute *cp, const struct timespec *deadline)
 {
-        struct m0_compute *cp = &h->compute;
         int stragglers = 0;
         for (int i = 0; cp->threads && i < cp->nthreads; i++)
                 if (m0__thread_join_by(&cp->threads[i], deadline) < 0)
@@ -130,9 +127,8 @@ int m0__compute_join(struct m0_host *h, const struct timespec *deadline)
         return stragglers;
 }
 
-void m0__compute_free(struct m0_host *h)
+void m0__compute_free(struct m0_compute *cp)
 {
-        struct m0_compute *cp = &h->compute;
         free(cp->threads);
         cp->threads = NULL;
 }

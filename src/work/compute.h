@@ -10,8 +10,6 @@
 #include "list.h"
 #include "thread.h"
 
-struct m0_host;
-
 struct m0_compute {
         pthread_mutex_t lock;
         pthread_cond_t cond;
@@ -21,13 +19,13 @@ struct m0_compute {
         struct m0_thread *threads;
 };
 
-/* Start the compute pool (after the barrier); 0 or -errno. */
-int m0__compute_start(struct m0_host *h);
+/* Start the compute pool of `nthreads` (--compute-threads; after the barrier); 0 or -errno. */
+int m0__compute_start(struct m0_compute *cp, unsigned nthreads);
 /* No new jobs reach the pool (they run inline); its threads end once the queue is empty. */
-void m0__compute_stop(struct m0_host *h);
+void m0__compute_stop(struct m0_compute *cp);
 /* Join the compute threads by `deadline`; returns how many are still running. */
-int m0__compute_join(struct m0_host *h, const struct timespec *deadline);
+int m0__compute_join(struct m0_compute *cp, const struct timespec *deadline);
 /* Free what the pool holds once its threads are joined. */
-void m0__compute_free(struct m0_host *h);
+void m0__compute_free(struct m0_compute *cp);
 
 #endif /* M0_COMPUTE_H */

@@ -6,7 +6,7 @@
 
 #include "crash.h"
 #include "lifecycle.h"
-#include "host.h"
+#include "thread.h"
 
 void m0__barrier_init(struct m0_barrier *b)
 {
@@ -57,30 +57,30 @@ void m0__barrier_open(struct m0_barrier *b, bool go)
         pthread_mutex_unlock(&b->lock);
 }
 
-bool m0__handler_begin(struct m0_host *h, struct m0_thread *t, bool build)
+bool m0__handler_begin(const struct m0_lifecycle *lc, struct m0_hctx *loop, struct m0_thread *t,
+                       bool build)
 {
         pthread_setname_np(pthread_self(), t->name);
-        m0__thread_identify(t->loop >= 0 ? &h->loops[t->loop] : NULL, (m0_thread_kind)t->kind,
-                            t->loop, t->index);
+        m0__thread_identify(loop, (m0_thread_kind)t->kind, t->loop, t->index);
         char why[200] = "";
         int r = 0;
-        if (build && h->app->make) {
+        if (build && lc->app->make) {
                 m0_handler_info info = {.kind = (m0_thread_kind)t->kind,
                                         .loop = t->loop,
                                         .thread = t->index,
-                                        .loops = h->nloops,
-                                        .loop_handler_max_ms = m0__loop_handler_max_ms(h)};
-                r = h->app->make(&info, &t->state, why, sizeof(why));
+                                        .loops = lc->loops,
+                                        .loop_handler_max_ms = lc->loop_handler_max_ms};
+                r = lc->app->make(&info, &t->state, why, sizeof(why));
                 if (r < 0 && !why[0])
                         snprintf(why, sizeof(why), "%s", strerror(-r));
         }
-        return m0__barrier_wait(&h->barrier, t->who, r, why);
+        return m0__barrier_wait(lc->barrier, t->who, r, why);
 }
 
-void m0__handler_end(struct m0_host *h, struct m0_thread *t)
+void m0__handler_end(const struct m0_lifecycle *lc, struct m0_thread *t)
 {
-        if (h->app->free && t->state)
-                h->app->free(t->state);
+        if (lc->app->free && t->state)
+                lc->app->free(t->state);
         t->state = NULL;
         m0__thread_forget();
 }

@@ -8,18 +8,32 @@
 #include <pthread.h>
 #include <stdbool.h>
 
-struct m0_host;
+#include "m0.h"
+
+struct m0_barrier;
+struct m0_hctx;
 struct m0_thread;
 
+/* What a thread's lifecycle reads, handed by the host before any thread starts (LY4, D240). */
+struct m0_lifecycle {
+        const m0_app *app;
+        struct m0_barrier *barrier;   /* the make-barrier */
+        int loops;                    /* m0_handler_info's `loops` */
+        unsigned loop_handler_max_ms; /* ... and `loop_handler_max_ms`: a quarter of the
+                                         watchdog's interval, 0 without one */
+};
+
 /*
- * On thread `t`, as it starts: name it, tell crash reports which thread it is, build its
+ * On thread `t`, as it starts (`loop`: the loop it serves, a loop's own or a pool thread's;
+ * NULL for the producer): name it, tell crash reports which thread it is, build its
  * handler state with the app's `make` (into t->state; `build` false: none, for a producer whose
  * app has no step), report the outcome at the make-barrier and wait there. Returns true when
  * every handler was built and serving begins.
  */
-bool m0__handler_begin(struct m0_host *h, struct m0_thread *t, bool build);
+bool m0__handler_begin(const struct m0_lifecycle *lc, struct m0_hctx *loop, struct m0_thread *t,
+                       bool build);
 /* On thread `t`, as it ends: free its handler state and forget the thread's identity. */
-void m0__handler_end(struct m0_host *h, struct m0_thread *t);
+void m0__handler_end(const struct m0_lifecycle *lc, struct m0_thread *t);
 /* The make-barrier (L1, L3): every thread that builds a handler reports here, and none serves
  * until the coordinator opens the gate. Under `lock`. */
 struct m0_barrier {

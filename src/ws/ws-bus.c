@@ -10,7 +10,7 @@
 
 #include "bus.h"
 #include "conn.h"
-#include "host.h"
+#include "hctx.h"
 #include "attach.h"
 #include "log.h"
 #include "replay.h"
@@ -102,8 +102,7 @@ int m0__ws_follow(struct m0_ws *ws, m0_req *req, const m0_res *res)
         bool replay = m0__sse_event_id(m0_req_query(req, "last_event_id"), &after);
         struct m0_fvec got = {0};
         struct m0_buf records = {0};
-        struct ws_gaps g = {.ws = ws,
-                            .gaps = l->host->app && l->host->app->backfill ? &records : NULL};
+        struct ws_gaps g = {.ws = ws, .gaps = l->app && l->app->backfill ? &records : NULL};
         ws->bus = true;
         ws->in_io = true; /* the 101 is not out yet: what the replay queues waits for it */
         int r = m0__sse_follow(ws->c, res, replay, after, &got,

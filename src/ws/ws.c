@@ -16,7 +16,7 @@
 #include "conn.h"
 #include "crash.h"
 #include "h2.h"
-#include "host.h"
+#include "config.h"
 #include "json.h"
 #include "log.h"
 #include "request.h"
@@ -514,7 +514,7 @@ static void settle(struct m0_ws *ws)
         struct m0_conn *c = ws->c;
         const struct m0_carrier_ops *k = ws->carrier;
         struct m0_hctx *l = ws->loop;
-        const struct m0_config *cfg = &l->host->cfg;
+        const struct m0_config *cfg = l->cfg;
         if (ws->broken) {
                 end(ws, 1006);
                 cut(ws);
@@ -607,7 +607,7 @@ static void ws_timer(struct m0_conn *c)
 {
         struct m0_ws *ws = c->up;
         struct m0_hctx *l = ws->loop;
-        const struct m0_config *cfg = &l->host->cfg;
+        const struct m0_config *cfg = l->cfg;
         uint64_t now = l->loop.now_ms;
         if (ws->wait != M0__WS_WAIT_PING || now >= ws->last_in_ms + cfg->idle_timeout_ms) {
                 /* the write stall, the close handshake's bound, or the idle bound: no Close can
@@ -768,7 +768,7 @@ static struct m0_ws *ws_new(struct m0_hctx *l, const m0_res *res)
         ws->loop = l;
         ws->cb = res->upgrade.cb;
         ws->state = res->upgrade.state;
-        wslay_event_config_set_max_recv_msg_length(ws->ctx, l->host->cfg.ws_max_message);
+        wslay_event_config_set_max_recv_msg_length(ws->ctx, l->cfg->ws_max_message);
         return ws;
 }
 
@@ -840,7 +840,7 @@ static int queue(struct m0_ws *ws, uint8_t op, const void *data, size_t len)
         struct m0_hctx *l = ws->loop;
         if (ws->ended || ws->close_queued)
                 return -EPIPE;
-        if (wslay_event_get_queued_msg_length(ws->ctx) + len > l->host->cfg.ws_max_queued) {
+        if (wslay_event_get_queued_msg_length(ws->ctx) + len > l->cfg->ws_max_queued) {
                 /* WS3: a slow consumer is closed, and keeps nobody waiting */
                 fail(ws, 1008, "too slow");
                 if (!ws->in_io && ws->opened)
@@ -935,7 +935,7 @@ static int post(struct m0_ws *ws, int type, uint16_t code, const void *data, siz
         /* what waits in the mailbox counts against the output bound too: past it the loop
          * closes the WebSocket 1008, and this sender is not made to wait (WS3) */
         size_t out = type > 0 ? len : 0;
-        if (out && atomic_fetch_add(&ws->posted, out) + out > ws->loop->host->cfg.ws_max_queued) {
+        if (out && atomic_fetch_add(&ws->posted, out) + out > ws->loop->cfg->ws_max_queued) {
                 atomic_fetch_sub(&ws->posted, out);
                 (void)post(ws, POST_BOUND, 1008, "too slow", 8);
                 return -ENOBUFS;

@@ -14,7 +14,7 @@
 #include "bus.h"
 #include "config.h"
 #include "conn.h"
-#include "host.h"
+#include "host-private.h"
 #include "hctx.h"
 
 static int echo(m0_req *req, m0_res *res, void *state)
@@ -175,12 +175,13 @@ static void setup(void)
         if (m0__router_build(&host.router, &app, &host.cfg) < 0 ||
             m0__cors_build(&host.cors, app.cors) < 0)
                 abort();
-        host.nloops = 1;
+        host.serve.nloops = 1;
         host.sockets.store_fd = -1;
         loop = calloc(1, sizeof(*loop));
-        host.loops = loop;
+        host.serve.loops = loop;
+        m0__host_link(&host);
         if (!loop || m0__bus_init(&host.bus, 1, 8, 8, 65536) < 0 ||
-            m0__hctx_init(loop, &host, 0) < 0)
+            m0__hctx_init(loop, &host.serve, 0) < 0)
                 abort();
         m0__bus_global = &host.bus;
 }
@@ -257,7 +258,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
                 return 0;
         atomic_fetch_add(&loop->load, 1);
-        atomic_fetch_add(&host.conns, 1);
+        atomic_fetch_add(&host.serve.conns, 1);
         if (m0__conn_admit(loop, sv[0]) < 0) {
                 close(sv[1]);
                 return 0;

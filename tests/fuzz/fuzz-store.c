@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "bus.h"
-#include "host.h"
+#include "host-private.h"
 #include "fdstore-log.h"
 
 /*
@@ -162,7 +162,7 @@ static int start(size_t bytes, int fd, char *msg, size_t msg_len)
         host.cfg.replay_bytes = (uint32_t)bytes;
         int keep = fd >= 0 ? dup(fd) : -1;
         bool restored;
-        if (m0__store_open(&host, fd, &restored, msg, msg_len) < 0)
+        if (m0__store_open(&host.bus, host.cfg.replay_bytes, fd, &restored, msg, msg_len) < 0)
                 abort(); /* only a failed memfd_create or mmap of our own gets here */
         char text[256];
         int stored = -1, removed = 0, got;

@@ -13,7 +13,7 @@
 
 #include "accept.h"
 #include "conn.h"
-#include "host.h"
+#include "host-private.h"
 #include "hctx.h"
 #include "unit.h"
 
@@ -38,7 +38,7 @@ static long ms_since(const struct timespec *t0)
 /*
  * A host with `nloops` loops, set up as m0_main() sets them up, as far as accepting reads them:
  * - cfg.accept_share and nloops: whether and over what pick() places;
- * - cfg.max_connections: the process's bound, against host->conns;
+ * - cfg.max_connections: the process's bound, against host->serve.conns;
  * - cfg.idle_timeout_ms: m0__conn_admit files a kept connection under the idle timer;
  * - cfg.max_header_fields: m0__loop_init allocates each loop's request headers from it;
  * - cfg.turn_items and cfg.turn_budget_ms: the events and messages a turn of
@@ -57,11 +57,12 @@ static void setup_host(int nloops, bool share, uint32_t max_connections)
         host->cfg.max_header_fields = 16;
         host->cfg.turn_items = 64;
         host->cfg.turn_budget_ms = 10;
-        host->nloops = nloops;
-        host->loops = calloc((size_t)nloops, sizeof(*host->loops));
-        ck_assert_ptr_nonnull(host->loops);
+        host->serve.nloops = nloops;
+        host->serve.loops = calloc((size_t)nloops, sizeof(*host->serve.loops));
+        ck_assert_ptr_nonnull(host->serve.loops);
+        m0__host_link(host);
         for (int i = 0; i < nloops; i++)
-                ck_assert_int_eq(m0__hctx_init(&host->loops[i], host, i), 0);
+                ck_assert_int_eq(m0__hctx_init(&host->serve.loops[i], &host->serve, i), 0);
 
         /* A listener as activation.c hands them over: non-blocking, so a drained queue is
          * EAGAIN, not a wait. */
@@ -78,8 +79,8 @@ static void setup_host(int nloops, bool share, uint32_t max_connections)
 
 static void teardown_host(void)
 {
-        for (int i = 0; i < host->nloops; i++) {
-                struct m0_hctx *l = &host->loops[i];
+        for (int i = 0; i < host->serve.nloops; i++) {
+                struct m0_hctx *l = &host->serve.loops[i];
                 struct m0_conn *c;
                 while ((c = M0__LIST_FIRST(&l->loop.timers[M0_TIMER_IDLE], struct m0_conn,
                                            timer.link)))
@@ -87,7 +88,7 @@ static void teardown_host(void)
                 m0__conn_reap(l);
                 m0__hctx_destroy(l); /* closes the hand-offs still in its mailbox */
         }
-        free(host->loops);
+        free(host->serve.loops);
         free(host);
         for (int k = 0; k < nclients; k++)
                 close(clients[k]);
@@ -156,8 +157,8 @@ static void placement(struct placement *p)
         memset(p, 0, sizeof(*p));
         for (int k = 0; k < MAX_CLIENTS; k++)
                 p->loop[k] = -1;
-        for (int i = 0; i < host->nloops; i++) {
-                struct m0_hctx *l = &host->loops[i];
+        for (int i = 0; i < host->serve.nloops; i++) {
+                struct m0_hctx *l = &host->serve.loops[i];
                 for (struct m0_conn *c = M0__LIST_FIRST(&l->loop.timers[M0_TIMER_IDLE],
                                                         struct m0_conn, timer.link);
                      c; c = m0__conn_timer_next(c)) {
@@ -183,10 +184,10 @@ static void placement(struct placement *p)
 
 static void assert_loads(const unsigned *want)
 {
-        for (int i = 0; i < host->nloops; i++)
-                ck_assert_msg(atomic_load(&host->loops[i].load) == want[i],
+        for (int i = 0; i < host->serve.nloops; i++)
+                ck_assert_msg(atomic_load(&host->serve.loops[i].load) == want[i],
                               "loop %d has load %u, expected %u", i,
-                              atomic_load(&host->loops[i].load), want[i]);
+                              atomic_load(&host->serve.loops[i].load), want[i]);
 }
 
 /* Whether the server has closed client k's connection: its end of file, within the bound. */
@@ -205,20 +206,20 @@ START_TEST(one_loop_keeps_every_connection)
 {
         setup_host(1, true, 100);
         connect_clients(4);
-        m0__accept_ready(&host->loops[0], lfd);
+        m0__accept_ready(&host->serve.loops[0], lfd);
         struct placement p;
         placement(&p);
         for (int k = 0; k < 4; k++) {
                 ck_assert_int_eq(p.loop[k], 0);
                 ck_assert(!p.posted[k]);
         }
-        struct m0_hctx *l = &host->loops[0];
+        struct m0_hctx *l = &host->serve.loops[0];
         ck_assert_uint_eq(l->accepted, 4);
         ck_assert_uint_eq(l->passed, 0);
         ck_assert_uint_eq(l->refused_conns, 0);
         ck_assert_uint_eq(atomic_load(&l->load), 4);
-        ck_assert_uint_eq(atomic_load(&host->conns), 4);
-        ck_assert_uint_eq(atomic_load(&host->rotate), 0); /* nothing to choose between */
+        ck_assert_uint_eq(atomic_load(&host->serve.conns), 4);
+        ck_assert_uint_eq(atomic_load(&host->serve.rotate), 0); /* nothing to choose between */
         ck_assert_uint_eq(queued(), 0);
         teardown_host();
 }
@@ -232,7 +233,7 @@ START_TEST(equal_loads_rotate)
 {
         setup_host(3, true, 100);
         connect_clients(6);
-        m0__accept_ready(&host->loops[0], lfd);
+        m0__accept_ready(&host->serve.loops[0], lfd);
         struct placement p;
         placement(&p);
         static const int want[] = {0, 1, 2, 0, 1, 2};
@@ -244,12 +245,13 @@ START_TEST(equal_loads_rotate)
         ck_assert_int_eq(p.kept[0], 2);
         ck_assert_int_eq(p.mailbox[1], 2);
         ck_assert_int_eq(p.mailbox[2], 2);
-        ck_assert_uint_eq(host->loops[0].accepted, 2);
-        ck_assert_uint_eq(host->loops[0].passed, 4);
+        ck_assert_uint_eq(host->serve.loops[0].accepted, 2);
+        ck_assert_uint_eq(host->serve.loops[0].passed, 4);
         for (int i = 1; i < 3; i++) {
-                ck_assert_uint_eq(host->loops[i].accepted, 0);
-                ck_assert_uint_eq(host->loops[i].passed, 0);
-                ck_assert_uint_eq(host->loops[i].received, 0); /* counted when it takes them */
+                ck_assert_uint_eq(host->serve.loops[i].accepted, 0);
+                ck_assert_uint_eq(host->serve.loops[i].passed, 0);
+                ck_assert_uint_eq(host->serve.loops[i].received,
+                                  0); /* counted when it takes them */
         }
         /* the targets' loads were raised by the pick, before they saw their mailboxes */
         assert_loads((const unsigned[]){2, 2, 2});
@@ -257,7 +259,7 @@ START_TEST(equal_loads_rotate)
          * loop not at all */
         for (int i = 0; i < 3; i++) {
                 uint64_t v = 0;
-                ssize_t r = read(host->loops[i].loop.mb_fd, &v, sizeof(v));
+                ssize_t r = read(host->serve.loops[i].loop.mb_fd, &v, sizeof(v));
                 if (i == 0) {
                         ck_assert_int_eq(r, -1);
                         ck_assert_int_eq(errno, EAGAIN);
@@ -266,8 +268,8 @@ START_TEST(equal_loads_rotate)
                         ck_assert_uint_eq(v, 1);
                 }
         }
-        ck_assert_uint_eq(atomic_load(&host->conns), 6);
-        ck_assert_uint_eq(atomic_load(&host->rotate), 6);
+        ck_assert_uint_eq(atomic_load(&host->serve.conns), 6);
+        ck_assert_uint_eq(atomic_load(&host->serve.rotate), 6);
         teardown_host();
 }
 END_TEST
@@ -278,7 +280,7 @@ START_TEST(rotation_is_the_hosts_not_the_accepting_loops)
 {
         setup_host(3, true, 100);
         connect_clients(4);
-        m0__accept_ready(&host->loops[1], lfd);
+        m0__accept_ready(&host->serve.loops[1], lfd);
         struct placement p;
         placement(&p);
         static const int want[] = {0, 1, 2, 0};
@@ -286,9 +288,9 @@ START_TEST(rotation_is_the_hosts_not_the_accepting_loops)
                 ck_assert_int_eq(p.loop[k], want[k]);
                 ck_assert(p.posted[k] == (want[k] != 1));
         }
-        ck_assert_uint_eq(host->loops[1].accepted, 1);
-        ck_assert_uint_eq(host->loops[1].passed, 3);
-        ck_assert_uint_eq(host->loops[0].passed, 0);
+        ck_assert_uint_eq(host->serve.loops[1].accepted, 1);
+        ck_assert_uint_eq(host->serve.loops[1].passed, 3);
+        ck_assert_uint_eq(host->serve.loops[0].passed, 0);
         assert_loads((const unsigned[]){2, 1, 1});
         teardown_host();
 }
@@ -306,11 +308,11 @@ END_TEST
 START_TEST(least_loaded_wins)
 {
         setup_host(3, true, 100);
-        atomic_store(&host->loops[0].load, 5);
-        atomic_store(&host->loops[1].load, 2);
-        atomic_store(&host->loops[2].load, 2);
+        atomic_store(&host->serve.loops[0].load, 5);
+        atomic_store(&host->serve.loops[1].load, 2);
+        atomic_store(&host->serve.loops[2].load, 2);
         connect_clients(7);
-        m0__accept_ready(&host->loops[0], lfd);
+        m0__accept_ready(&host->serve.loops[0], lfd);
         struct placement p;
         placement(&p);
         static const int want[] = {1, 2, 2, 1, 1, 2, 0};
@@ -318,10 +320,10 @@ START_TEST(least_loaded_wins)
                 ck_assert_msg(p.loop[k] == want[k], "connection %d on loop %d, expected %d", k,
                               p.loop[k], want[k]);
         ck_assert(!p.posted[6]);
-        ck_assert_uint_eq(host->loops[0].accepted, 1);
-        ck_assert_uint_eq(host->loops[0].passed, 6);
+        ck_assert_uint_eq(host->serve.loops[0].accepted, 1);
+        ck_assert_uint_eq(host->serve.loops[0].passed, 6);
         assert_loads((const unsigned[]){6, 5, 5});
-        ck_assert_uint_eq(atomic_load(&host->conns), 7);
+        ck_assert_uint_eq(atomic_load(&host->serve.conns), 7);
         teardown_host();
 }
 END_TEST
@@ -331,7 +333,7 @@ START_TEST(thirty_two_over_four_loops_is_eight_each)
 {
         setup_host(4, true, 100);
         connect_clients(32);
-        m0__accept_ready(&host->loops[2], lfd);
+        m0__accept_ready(&host->serve.loops[2], lfd);
         struct placement p;
         placement(&p);
         ck_assert_int_eq(p.mailbox[0], 8);
@@ -339,8 +341,8 @@ START_TEST(thirty_two_over_four_loops_is_eight_each)
         ck_assert_int_eq(p.kept[2], 8);
         ck_assert_int_eq(p.mailbox[3], 8);
         assert_loads((const unsigned[]){8, 8, 8, 8});
-        ck_assert_uint_eq(host->loops[2].accepted, 8);
-        ck_assert_uint_eq(host->loops[2].passed, 24);
+        ck_assert_uint_eq(host->serve.loops[2].accepted, 8);
+        ck_assert_uint_eq(host->serve.loops[2].passed, 24);
         teardown_host();
 }
 END_TEST
@@ -350,19 +352,19 @@ START_TEST(handed_off_connections_are_admitted_by_the_target)
 {
         setup_host(3, true, 100);
         connect_clients(6);
-        m0__accept_ready(&host->loops[0], lfd);
+        m0__accept_ready(&host->serve.loops[0], lfd);
         struct placement before;
         placement(&before);
         for (int i = 1; i < 3; i++)
-                ck_assert_int_eq(m0__hctx_run_once(&host->loops[i], 0), 1);
+                ck_assert_int_eq(m0__hctx_run_once(&host->serve.loops[i], 0), 1);
         struct placement after;
         placement(&after);
         for (int k = 0; k < 6; k++) {
                 ck_assert_int_eq(after.loop[k], before.loop[k]);
                 ck_assert(!after.posted[k]);
         }
-        ck_assert_uint_eq(host->loops[1].received, 2);
-        ck_assert_uint_eq(host->loops[2].received, 2);
+        ck_assert_uint_eq(host->serve.loops[1].received, 2);
+        ck_assert_uint_eq(host->serve.loops[2].received, 2);
         ck_assert_int_eq(after.kept[1], 2);
         ck_assert_int_eq(after.kept[2], 2);
         assert_loads((const unsigned[]){2, 2, 2}); /* raised once, at the pick */
@@ -375,7 +377,7 @@ START_TEST(sharing_off_keeps_every_connection_on_the_accepting_loop)
 {
         setup_host(3, false, 100);
         connect_clients(5);
-        m0__accept_ready(&host->loops[2], lfd);
+        m0__accept_ready(&host->serve.loops[2], lfd);
         struct placement p;
         placement(&p);
         for (int k = 0; k < 5; k++) {
@@ -383,10 +385,10 @@ START_TEST(sharing_off_keeps_every_connection_on_the_accepting_loop)
                 ck_assert(!p.posted[k]);
         }
         ck_assert_int_eq(p.mailbox[0] + p.mailbox[1], 0);
-        ck_assert_uint_eq(host->loops[2].accepted, 5);
-        ck_assert_uint_eq(host->loops[2].passed, 0);
+        ck_assert_uint_eq(host->serve.loops[2].accepted, 5);
+        ck_assert_uint_eq(host->serve.loops[2].passed, 0);
         assert_loads((const unsigned[]){0, 0, 5});
-        ck_assert_uint_eq(atomic_load(&host->rotate), 0);
+        ck_assert_uint_eq(atomic_load(&host->serve.rotate), 0);
         teardown_host();
 }
 END_TEST
@@ -399,7 +401,7 @@ START_TEST(past_max_connections_is_closed_and_counted)
 {
         setup_host(3, true, 2);
         connect_clients(4);
-        m0__accept_ready(&host->loops[0], lfd);
+        m0__accept_ready(&host->serve.loops[0], lfd);
         struct placement p;
         placement(&p);
         ck_assert_int_eq(p.loop[0], 0);
@@ -410,27 +412,27 @@ START_TEST(past_max_connections_is_closed_and_counted)
         ck_assert(sees_eof(3, WAIT_MS));
         ck_assert(!sees_eof(0, 0));
         ck_assert(!sees_eof(1, 0));
-        ck_assert_uint_eq(host->loops[0].refused_conns, 2);
-        ck_assert_uint_eq(host->loops[0].accepted, 1);
-        ck_assert_uint_eq(host->loops[0].passed, 1);
-        ck_assert_uint_eq(atomic_load(&host->conns), 2);
-        ck_assert_uint_eq(atomic_load(&host->rotate), 2);
+        ck_assert_uint_eq(host->serve.loops[0].refused_conns, 2);
+        ck_assert_uint_eq(host->serve.loops[0].accepted, 1);
+        ck_assert_uint_eq(host->serve.loops[0].passed, 1);
+        ck_assert_uint_eq(atomic_load(&host->serve.conns), 2);
+        ck_assert_uint_eq(atomic_load(&host->serve.rotate), 2);
         assert_loads((const unsigned[]){1, 1, 0});
         ck_assert_uint_eq(queued(), 0);
 
         /* one closes: there is room for one more */
-        m0__conn_close(M0__LIST_FIRST(&host->loops[0].loop.timers[M0_TIMER_IDLE], struct m0_conn,
-                                      timer.link));
-        m0__conn_reap(&host->loops[0]);
-        ck_assert_uint_eq(atomic_load(&host->conns), 1);
+        m0__conn_close(M0__LIST_FIRST(&host->serve.loops[0].loop.timers[M0_TIMER_IDLE],
+                                      struct m0_conn, timer.link));
+        m0__conn_reap(&host->serve.loops[0]);
+        ck_assert_uint_eq(atomic_load(&host->serve.conns), 1);
         connect_clients(2);
-        m0__accept_ready(&host->loops[1], lfd);
+        m0__accept_ready(&host->serve.loops[1], lfd);
         placement(&p);
         ck_assert_int_eq(p.loop[4], 2); /* rotation start 2: loads 0 1 0 -> loop 2 */
         ck_assert_int_eq(p.loop[5], -1);
         ck_assert(sees_eof(5, WAIT_MS));
-        ck_assert_uint_eq(host->loops[1].refused_conns, 1);
-        ck_assert_uint_eq(atomic_load(&host->conns), 2);
+        ck_assert_uint_eq(host->serve.loops[1].refused_conns, 1);
+        ck_assert_uint_eq(atomic_load(&host->serve.conns), 2);
         teardown_host();
 }
 END_TEST
@@ -441,7 +443,7 @@ START_TEST(one_wake_accepts_at_most_64)
 {
         setup_host(1, true, 1000);
         connect_clients(70);
-        struct m0_hctx *l = &host->loops[0];
+        struct m0_hctx *l = &host->serve.loops[0];
         m0__accept_ready(l, lfd);
         ck_assert_uint_eq(l->accepted, 64);
         ck_assert_uint_eq(queued(), 6);
@@ -451,7 +453,7 @@ START_TEST(one_wake_accepts_at_most_64)
         m0__accept_ready(l, lfd); /* an empty queue: EAGAIN, nothing changes */
         ck_assert_uint_eq(l->accepted, 70);
         ck_assert_uint_eq(l->refused_conns, 0);
-        ck_assert_uint_eq(atomic_load(&host->conns), 70);
+        ck_assert_uint_eq(atomic_load(&host->serve.conns), 70);
         struct placement p;
         placement(&p);
         ck_assert_int_eq(p.kept[0], 70);
@@ -463,11 +465,11 @@ START_TEST(one_wake_accepts_at_most_64_over_three_loops)
 {
         setup_host(3, true, 1000);
         connect_clients(70);
-        struct m0_hctx *l = &host->loops[0];
+        struct m0_hctx *l = &host->serve.loops[0];
         m0__accept_ready(l, lfd);
         ck_assert_uint_eq(l->accepted + l->passed, 64);
         ck_assert_uint_eq(queued(), 6);
-        ck_assert_uint_eq(atomic_load(&host->rotate), 64);
+        ck_assert_uint_eq(atomic_load(&host->serve.rotate), 64);
         assert_loads((const unsigned[]){22, 21, 21});
         teardown_host();
 }
@@ -485,7 +487,7 @@ START_TEST(out_of_descriptors_sheds_one_connection)
         connect_clients(2);
         int pfd[2];
         ck_assert_int_eq(pipe2(pfd, O_CLOEXEC), 0);
-        struct m0_hctx *l = &host->loops[0];
+        struct m0_hctx *l = &host->serve.loops[0];
         int spare = l->reserve_fd;
         ck_assert_int_ge(spare, 0);
         pid_t pid = fork();
@@ -505,8 +507,9 @@ START_TEST(out_of_descriptors_sheds_one_connection)
                 if (dup(0) >= 0 || errno != EMFILE)
                         _exit(103);
                 m0__accept_ready(l, lfd);
-                unsigned long long v[5] = {l->refused_conns, l->accepted, atomic_load(&host->conns),
-                                           l->reserve_fd == spare, atomic_load(&l->load)};
+                unsigned long long v[5] = {l->refused_conns, l->accepted,
+                                           atomic_load(&host->serve.conns), l->reserve_fd == spare,
+                                           atomic_load(&l->load)};
                 _exit(write(pfd[1], v, sizeof(v)) == (ssize_t)sizeof(v) ? 0 : 104);
         }
         close(pfd[1]);

@@ -9,7 +9,7 @@
 
 #include "accesslog.h"
 #include "preflight.h"
-#include "host.h"
+#include "host-private.h"
 #include "unit.h"
 
 static const char *const names[] = {"threads-count",

@@ -5,7 +5,7 @@
 #include <time.h>
 
 #include "compute.h"
-#include "host.h"
+#include "host-private.h"
 #include "unit.h"
 
 /* Every wait below is on the test's own barrier or a join; the bound only keeps a failure from
@@ -39,22 +39,22 @@ static void setup(void)
  * back once the threads are joined. */
 static void teardown(void)
 {
-        m0__compute_free(host);
+        m0__compute_free(&host->compute);
         free(host);
 }
 
 static void start(unsigned nthreads)
 {
         host->cfg.compute_threads = nthreads;
-        ck_assert_int_eq(m0__compute_start(host), 0);
+        ck_assert_int_eq(m0__compute_start(&host->compute, host->cfg.compute_threads), 0);
         ck_assert_int_eq(host->compute.nthreads, (int)nthreads);
 }
 
 static void stop(void)
 {
-        m0__compute_stop(host);
+        m0__compute_stop(&host->compute);
         struct timespec dl = after_ms(WAIT_S * 1000);
-        ck_assert_int_eq(m0__compute_join(host, &dl), 0);
+        ck_assert_int_eq(m0__compute_join(&host->compute, &dl), 0);
 }
 
 /* Which thread ran each item, and how many times it ran. */
@@ -381,9 +381,9 @@ START_TEST(stop_then_calls_run_inline_and_threads_join)
         start(2);
         /* before the stop the threads wait for work: a short join finds both still there */
         struct timespec soon = after_ms(50);
-        ck_assert_int_eq(m0__compute_join(host, &soon), 2);
+        ck_assert_int_eq(m0__compute_join(&host->compute, &soon), 2);
 
-        m0__compute_stop(host);
+        m0__compute_stop(&host->compute);
         struct record r;
         record_init(&r, 50);
         ck_assert_int_eq(m0_parallel_for(50, body, &r), 0);
@@ -395,9 +395,10 @@ START_TEST(stop_then_calls_run_inline_and_threads_join)
         record_free(&r);
 
         struct timespec dl = after_ms(WAIT_S * 1000);
-        ck_assert_int_eq(m0__compute_join(host, &dl), 0);
+        ck_assert_int_eq(m0__compute_join(&host->compute, &dl), 0);
         ck_assert(!host->compute.threads[0].started && !host->compute.threads[1].started);
-        ck_assert_int_eq(m0__compute_join(host, &dl), 0); /* joined threads are not joined again */
+        ck_assert_int_eq(m0__compute_join(&host->compute, &dl),
+                         0); /* joined threads are not joined again */
 }
 END_TEST
 

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "conn.h"
-#include "host.h"
+#include "host-private.h"
 #include "unit-h1.h"
 #include "unit.h"
 
@@ -22,7 +22,9 @@ static void setup(void)
         ck_assert_ptr_nonnull(host);
         ck_assert_ptr_nonnull(loop);
         host->cfg.idle_timeout_ms = 60000;
-        loop->host = host;
+        m0__host_link(host);
+        loop->serve = &host->serve; /* what m0__hctx_prepare hands a loop */
+        loop->cfg = &host->cfg;
         loop->loop.epfd = epoll_create1(EPOLL_CLOEXEC);
         ck_assert_int_ge(loop->loop.epfd, 0);
 }
@@ -42,7 +44,7 @@ static void teardown(void)
 static void admit(int fd)
 {
         atomic_fetch_add(&loop->load, 1);
-        atomic_fetch_add(&host->conns, 1);
+        atomic_fetch_add(&host->serve.conns, 1);
         ck_assert_int_eq(m0__conn_admit(loop, fd), 0);
         ck_assert_ptr_nonnull(loop->loop.timers[M0_TIMER_IDLE].head);
 }
@@ -81,7 +83,7 @@ START_TEST(unix_connection_is_admitted)
         ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
         admit(sv[0]);
         ck_assert_uint_eq(atomic_load(&loop->load), 1);
-        ck_assert_uint_eq(atomic_load(&host->conns), 1);
+        ck_assert_uint_eq(atomic_load(&host->serve.conns), 1);
         close(sv[1]);
 }
 END_TEST
@@ -289,7 +291,7 @@ START_TEST(the_stop_closes_the_idle_and_answers_the_one_in_flight)
         out = h1_send(busy, "GET /hello HTTP/1.1\r\nHo", NULL);
         free(out);
         /* as the coordinator stops the loops: the host's flag, then each loop's message */
-        atomic_store(&h1_host.stopping, true);
+        atomic_store(&h1_host.serve.stopping, true);
         ck_assert_int_eq(m0__hctx_post_stop(h1), 0);
         h1_turn();
         /* The idle one waits drain_idle_ms for a request already on its way, then closes. */

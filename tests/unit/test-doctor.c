@@ -8,7 +8,7 @@
 #include "config.h"
 #include "cors.h"
 #include "doctor.h"
-#include "host.h"
+#include "host-private.h"
 #include "route.h"
 #include "unit.h"
 

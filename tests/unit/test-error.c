@@ -13,7 +13,7 @@
 #include <systemd/sd-journal.h>
 
 #include "error.h"
-#include "host.h"
+#include "host-private.h"
 #include "log.h"
 #include "hctx.h"
 #include "response.h"
@@ -38,7 +38,9 @@ static void setup(void)
         ck_assert_ptr_nonnull(loop);
         memcpy(loop->loop.date, "Date: X\r\n", 9);
         loop->loop.date_len = 9;
-        loop->host = &host;
+        m0__host_link(&host);
+        loop->serve = &host.serve; /* what m0__hctx_prepare hands a loop */
+        loop->app = host.app;
         loop->thread.state = &state_marker;
         memset(&out, 0, sizeof(out));
         m0__log_init("app");

@@ -5,7 +5,7 @@
 #include <errno.h>
 
 #include "bus.h"
-#include "host.h"
+#include "host-private.h"
 #include "metrics.h"
 #include "load.h"
 #include "unit.h"
@@ -118,27 +118,28 @@ static void setup(void)
         host->app = &app;
         host->cfg.max_header_fields = 4;
         host->cfg.access_log_queue = 8;
-        host->nloops = 2;
-        host->loops = calloc(2, sizeof(*host->loops));
-        ck_assert_ptr_nonnull(host->loops);
+        host->serve.nloops = 2;
+        host->serve.loops = calloc(2, sizeof(*host->serve.loops));
+        ck_assert_ptr_nonnull(host->serve.loops);
+        m0__host_link(host);
         for (int i = 0; i < 2; i++)
-                ck_assert_int_eq(m0__hctx_init(&host->loops[i], host, i), 0);
+                ck_assert_int_eq(m0__hctx_init(&host->serve.loops[i], &host->serve, i), 0);
         ck_assert_int_eq(m0__bus_init(&host->bus, 2, 4, 4, 65536), 0);
 }
 
 static void teardown(void)
 {
-        for (int i = 0; i < host->nloops; i++)
-                m0__hctx_destroy(&host->loops[i]);
+        for (int i = 0; i < host->serve.nloops; i++)
+                m0__hctx_destroy(&host->serve.loops[i]);
         m0__bus_destroy(&host->bus);
-        free(host->loops);
+        free(host->serve.loops);
         free(host);
 }
 
 static char *render(enum m0_metrics_format f)
 {
         struct m0_buf b = {0};
-        ck_assert_int_eq(m0__metrics_render(host, f, &b), 0);
+        ck_assert_int_eq(m0__metrics_render(&host->metrics, f, &b), 0);
         ck_assert_int_eq(m0__buf_append(&b, "", 1), 0);
         return b.data;
 }
@@ -147,7 +148,7 @@ static char *render(enum m0_metrics_format f)
 
 START_TEST(every_loop_counted)
 {
-        struct m0_hctx *l0 = &host->loops[0], *l1 = &host->loops[1];
+        struct m0_hctx *l0 = &host->serve.loops[0], *l1 = &host->serve.loops[1];
         m0__count(&l1->stats.requests[M0_METHOD_POST][3], 7);
         m0__count(&l0->stats.requests[M0_METHOD_GET][0], 2);
         m0__histogram_note(&l0->stats.duration, 20);
@@ -223,7 +224,7 @@ START_TEST(database_bus_state)
         char err[256];
         ck_assert_int_eq(pg->create(&b, &o, err, sizeof(err)), 0);
         ck_assert_int_eq(pg->publish(b, "c", "e", "d"), 0);
-        host->pgbus = b;
+        host->shared.pgbus = b;
         char *om = render(M0_METRICS_OPENMETRICS);
         HAS(om, "# TYPE m0_bus_database_state stateset");
         HAS(om, "m0_bus_database_state{m0_bus_database_state=\"up\"} 0");
@@ -238,7 +239,7 @@ START_TEST(database_bus_state)
         HAS(om, "m0_bus_database_events_published_total 0");
         ck_assert_str_eq(om + strlen(om) - 7, "\n# EOF\n");
         free(om);
-        host->pgbus = NULL;
+        host->shared.pgbus = NULL;
         pg->free(b);
 }
 END_TEST

@@ -9,7 +9,7 @@
 
 #include "conn.h"
 #include "lifecycle.h"
-#include "host.h"
+#include "host-private.h"
 #include "hctx.h"
 #include "pool.h"
 #include "unit.h"
@@ -154,9 +154,10 @@ static void setup_pool(int nthreads)
         host->cfg.max_header_fields = 16;
         host->cfg.compress_min_bytes = 1024;
         host->app = &app;
-        host->nloops = 1;
+        host->serve.nloops = 1;
         m0__barrier_init(&host->barrier);
-        ck_assert_int_eq(m0__hctx_init(loop, host, 0), 0);
+        m0__host_link(host);
+        ck_assert_int_eq(m0__hctx_init(loop, &host->serve, 0), 0);
         ck_assert_int_eq(loop->pool.nthreads, nthreads);
 }
 

@@ -10,7 +10,7 @@
 
 #include "compress.h"
 #include "hctx.h"
-#include "host.h"
+#include "host-private.h"
 #include "response.h"
 #include "unit-req.h"
 
@@ -466,7 +466,7 @@ static void answer_json(const char *fields, size_t n, const char *ctype)
         ck_assert_int_eq(m0_res_header(&res, "Content-Type", ctype), 0);
         for (size_t i = 0; i < n; i++)
                 ck_assert_int_eq(m0_res_write(&res, i % 10 == 9 ? "," : "7", 1), 0);
-        m0__res_compress(host, &preq.req, &res);
+        m0__res_compress(&host->cfg, &preq.req, &res);
         ck_assert(res.coded);
 }
 

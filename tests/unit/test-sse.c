@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "conn.h"
-#include "host.h"
+#include "host-private.h"
 #include "log.h"
 #include "sse.h"
 #include "subs.h"
@@ -29,14 +29,15 @@ static void setup_q(uint32_t q_cap)
         host->cfg.max_header_fields = 100;
         host->cfg.sse_retry_ms = 2000;
         host->cfg.channel_frames = q_cap;
-        host->nloops = 1;
-        host->loops = calloc(1, sizeof(*host->loops));
-        ck_assert_ptr_nonnull(host->loops);
-        loop = &host->loops[0];
-        ck_assert_int_eq(m0__hctx_init(loop, host, 0), 0);
+        host->serve.nloops = 1;
+        host->serve.loops = calloc(1, sizeof(*host->serve.loops));
+        ck_assert_ptr_nonnull(host->serve.loops);
+        loop = &host->serve.loops[0];
+        m0__host_link(host);
+        ck_assert_int_eq(m0__hctx_init(loop, &host->serve, 0), 0);
         ck_assert_int_eq(m0__bus_init(&host->bus, 1, q_cap, 64, 16u << 20), 0);
         host->bus.wake = m0__bus_wake_loops;
-        host->bus.wake_ud = host;
+        host->bus.wake_ud = &host->serve;
         m0__bus_global = &host->bus;
 }
 
@@ -60,7 +61,7 @@ static void teardown(void)
         m0__bus_global = NULL;
         m0__bus_destroy(&host->bus);
         m0__hctx_destroy(loop);
-        free(host->loops);
+        free(host->serve.loops);
         free(host);
 }
 
@@ -78,7 +79,7 @@ static void stream(struct client *cl, const char *const *channels, const char *l
         int sv[2];
         ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
         atomic_fetch_add(&loop->load, 1);
-        atomic_fetch_add(&host->conns, 1);
+        atomic_fetch_add(&host->serve.conns, 1);
         ck_assert_int_eq(m0__conn_admit(loop, sv[0]), 0);
         cl->fd = sv[1];
         cl->len = 0;
@@ -301,7 +302,7 @@ START_TEST(a_full_queue_closes_exactly_the_streams_that_would_miss_a_frame)
         m0__bus_destroy(&host->bus);
         ck_assert_int_eq(m0__bus_init(&host->bus, 1, 2, 64, 16u << 20), 0);
         host->bus.wake = m0__bus_wake_loops;
-        host->bus.wake_ud = host;
+        host->bus.wake_ud = &host->serve;
         host->cfg.channel_frames = 2;
         struct client cl[5];
         struct client *a = &cl[0], *b = &cl[1], *c = &cl[2], *p = &cl[3], *late = &cl[4];
@@ -361,7 +362,7 @@ START_TEST(a_take_of_frames_is_one_item_of_a_turn_and_the_rest_waits_its_place)
         m0__bus_destroy(&host->bus);
         ck_assert_int_eq(m0__bus_init(&host->bus, 1, 1024, 1024, 16u << 20), 0);
         host->bus.wake = m0__bus_wake_loops;
-        host->bus.wake_ud = host;
+        host->bus.wake_ud = &host->serve;
         host->cfg.channel_frames = 1024;
         host->cfg.turn_items = 2;
         loop->loop.turn_items = 2; /* the loop took the configured value when it was built */

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "bus.h"
-#include "host.h"
+#include "host-private.h"
 #include "fdstore-log.h"
 #include "unit.h"
 
@@ -148,7 +148,9 @@ static struct m0_host *host_open(size_t bytes, int passed_fd, char *msg, size_t 
         h->cfg.replay_bytes = (uint32_t)bytes;
         msg[0] = '\0';
         bool restored;
-        ck_assert_int_eq(m0__store_open(h, passed_fd, &restored, msg, msg_len), 0);
+        ck_assert_int_eq(
+                m0__store_open(&h->bus, h->cfg.replay_bytes, passed_fd, &restored, msg, msg_len),
+                0);
         ck_assert_ptr_nonnull(h->bus.store);
         if (ret_restored)
                 *ret_restored = restored;

@@ -15,7 +15,7 @@
 #include "config.h"
 #include "conn.h"
 #include "hctx.h"
-#include "host.h"
+#include "host-private.h"
 #include "unit.h"
 
 static struct m0_host h1_host;
@@ -41,13 +41,14 @@ static void h1_start(const m0_app *app, const char *const *argv)
         h1_host.app = app;
         ck_assert_int_eq(m0__router_build(&h1_host.router, app, &h1_host.cfg), 0);
         ck_assert_int_eq(m0__cors_build(&h1_host.cors, app->cors), 0);
-        h1_host.nloops = 1;
+        h1_host.serve.nloops = 1;
         h1_host.sockets.store_fd = -1;
         h1 = calloc(1, sizeof(*h1));
         ck_assert_ptr_nonnull(h1);
-        h1_host.loops = h1;
+        h1_host.serve.loops = h1;
         ck_assert_int_eq(m0__bus_init(&h1_host.bus, 1, 8, 8, 65536), 0);
-        ck_assert_int_eq(m0__hctx_init(h1, &h1_host, 0), 0);
+        m0__host_link(&h1_host);
+        ck_assert_int_eq(m0__hctx_init(h1, &h1_host.serve, 0), 0);
         m0__bus_global = &h1_host.bus;
 }
 
@@ -74,7 +75,7 @@ static int h1_client(void)
         int sv[2];
         ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
         atomic_fetch_add(&h1->load, 1);
-        atomic_fetch_add(&h1_host.conns, 1);
+        atomic_fetch_add(&h1_host.serve.conns, 1);
         ck_assert_int_eq(m0__conn_admit(h1, sv[0]), 0);
         return sv[1];
 }

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "host.h"
+#include "config.h"
 #include "log.h"
 #include "notify.h"
 #include "load.h"
@@ -27,13 +27,12 @@
 /* Each row of the table, in id order, on the bus thread. */
 static void deliver(void *ud, const struct m0_pgbus_event *ev)
 {
-        struct m0_host *h = ud;
-        int r = m0__bus_deliver(&h->bus, ev->id, ev->channel, ev->event, ev->data, ev->data_len, 0);
+        struct m0_shared *s = ud;
+        int r = m0__bus_deliver(s->bus, ev->id, ev->channel, ev->event, ev->data, ev->data_len, 0);
         if (r == 0)
                 return;
         /* A row some other writer put there, which no stream can be sent as it is: passed over,
          * counted, and said at most once a minute. */
-        struct m0_shared *s = &h->shared;
         s->unsendable++;
         uint64_t now = m0__now_ms();
         if (s->logged_ms && now < s->logged_ms + 60000)
@@ -46,55 +45,55 @@ static void deliver(void *ud, const struct m0_pgbus_event *ev)
 }
 
 /* The serving line and the bus's state, sent under the lock. */
-static void send_status(struct m0_host *h, const char *prefix)
+static void send_status(struct m0_shared *s, const char *prefix)
 {
         char state[640], msg[1400];
-        m0__pgbus_mod->state(h->bus.shared, state, sizeof(state));
-        snprintf(msg, sizeof(msg), "%s%s; %s", prefix, h->shared.status, state);
+        m0__pgbus_mod->state(s->bus->shared, state, sizeof(state));
+        snprintf(msg, sizeof(msg), "%s%s; %s", prefix, s->status, state);
         (void)m0__notify(msg);
 }
 
 static void state_changed(void *ud, const char *state)
 {
-        struct m0_host *h = ud;
+        struct m0_shared *s = ud;
         (void)state; /* read again under the lock: the newest is what STATUS= says */
-        pthread_mutex_lock(&h->shared.lock);
-        if (h->shared.serving && !h->shared.stopping)
-                send_status(h, "");
-        pthread_mutex_unlock(&h->shared.lock);
+        pthread_mutex_lock(&s->lock);
+        if (s->serving && !s->stopping)
+                send_status(s, "");
+        pthread_mutex_unlock(&s->lock);
 }
 
-void m0__shared_notify_ready(struct m0_host *h, char *st, size_t len)
+void m0__shared_notify_ready(struct m0_shared *s, char *st, size_t len)
 {
-        if (!h->bus.shared) {
+        if (!s->bus->shared) {
                 char msg[600];
                 snprintf(msg, sizeof(msg), "READY=1\n%s", st);
                 (void)m0__notify(msg);
                 return;
         }
-        pthread_mutex_lock(&h->shared.lock);
-        snprintf(h->shared.status, sizeof(h->shared.status), "%s", st);
-        send_status(h, "READY=1\n");
-        h->shared.serving = true;
+        pthread_mutex_lock(&s->lock);
+        snprintf(s->status, sizeof(s->status), "%s", st);
+        send_status(s, "READY=1\n");
+        s->serving = true;
         char state[640];
-        m0__pgbus_mod->state(h->bus.shared, state, sizeof(state));
+        m0__pgbus_mod->state(s->bus->shared, state, sizeof(state));
         size_t n = strlen(st);
         if (n < len)
                 snprintf(st + n, len - n, "; %s", state);
-        pthread_mutex_unlock(&h->shared.lock);
+        pthread_mutex_unlock(&s->lock);
 }
 
-void m0__shared_draining(struct m0_host *h)
+void m0__shared_draining(struct m0_shared *s)
 {
-        pthread_mutex_lock(&h->shared.lock);
-        h->shared.stopping = true;
-        pthread_mutex_unlock(&h->shared.lock);
+        pthread_mutex_lock(&s->lock);
+        s->stopping = true;
+        pthread_mutex_unlock(&s->lock);
 }
 
-static int wait_ready(struct m0_host *h, char *err, size_t err_len)
+static int wait_ready(struct m0_shared *s, char *err, size_t err_len)
 {
         char why[640];
-        int r = m0__pgbus_mod->wait_ready(h->bus.shared, (int)h->cfg.bus_ready_ms, why,
+        int r = m0__pgbus_mod->wait_ready(s->bus->shared, (int)s->cfg->bus_ready_ms, why,
                                           sizeof(why));
         if (r == -EPROTO) {
                 snprintf(err, err_len, "bus: %s", why);
@@ -102,8 +101,8 @@ static int wait_ready(struct m0_host *h, char *err, size_t err_len)
         }
         struct m0_pgbus_stats st;
         if (r == 0) {
-                m0__pgbus_mod->stats(h->bus.shared, &st);
-                m0__bus_shared_start(&h->bus, st.last_id);
+                m0__pgbus_mod->stats(s->bus->shared, &st);
+                m0__bus_shared_start(s->bus, st.last_id);
                 m0__log(M0_LOG_NOTICE, -1, NULL,
                         "bus: shared through PostgreSQL; ids come from the database, delivered "
                         "here "
@@ -114,29 +113,33 @@ static int wait_ready(struct m0_host *h, char *err, size_t err_len)
         m0__log(M0_LOG_WARNING, -1, NULL,
                 "bus: the database did not answer within --bus-ready-ms (%u ms): %s; serving "
                 "without it, publishes queue up to %u and streams get the events once it answers",
-                h->cfg.bus_ready_ms, why, h->cfg.bus_queue);
+                s->cfg->bus_ready_ms, why, s->cfg->bus_queue);
         return 0;
 }
 
-int m0__shared_start(struct m0_host *h, char *err, size_t err_len)
+int m0__shared_start(struct m0_shared *s, struct m0_bus *bus, const struct m0_config *cfg,
+                     const m0_app *app, char *err, size_t err_len)
 {
-        pthread_mutex_init(&h->shared.lock, NULL);
-        if (!strcmp(h->cfg.bus, "local"))
+        s->bus = bus;
+        s->cfg = cfg;
+        s->app = app;
+        pthread_mutex_init(&s->lock, NULL);
+        if (!strcmp(cfg->bus, "local"))
                 return 0;
         char name[96];
-        snprintf(name, sizeof(name), "%.64s-%ld", h->app && h->app->name ? h->app->name : "m0",
+        snprintf(name, sizeof(name), "%.64s-%ld", app && app->name ? app->name : "m0",
                  (long)getpid());
         struct m0_pgbus_options opt = {
-                .uri = h->cfg.bus,
+                .uri = cfg->bus,
                 .name = name,
-                .queue_max = h->cfg.bus_queue,
-                .replay_max = h->cfg.bus_replay_max,
-                .retain_s = h->cfg.bus_retain_s,
-                .retain_rows = h->cfg.bus_retain_rows,
+                .queue_max = cfg->bus_queue,
+                .replay_max = cfg->bus_replay_max,
+                .retain_s = cfg->bus_retain_s,
+                .retain_rows = cfg->bus_retain_rows,
                 .start_after = M0__PGBUS_FROM_END,
                 .deliver = deliver,
                 .state_changed = state_changed,
-                .ud = h,
+                .ud = s,
         };
         char why[700];
         /* The module, and libpq with it, is mapped only when a database is named (D210). The
@@ -147,13 +150,13 @@ int m0__shared_start(struct m0_host *h, char *err, size_t err_len)
                 snprintf(err, err_len, "bus: %s: install the package " M0__PGBUS_PACKAGE, why);
                 return -ENOENT;
         }
-        r = m0__pgbus_mod->create(&h->bus.shared, &opt, why, sizeof(why));
+        r = m0__pgbus_mod->create(&bus->shared, &opt, why, sizeof(why));
         if (r < 0) {
                 snprintf(err, err_len, "bus: cannot start: %s", why);
                 return r;
         }
-        h->pgbus = h->bus.shared; /* the metrics show its state from now on (O1) */
-        return wait_ready(h, err, err_len);
+        s->pgbus = bus->shared; /* the metrics show its state from now on (O1) */
+        return wait_ready(s, err, err_len);
 }
 
 void m0__treplay_free(struct m0_treplay *t)
@@ -199,23 +202,23 @@ static void replayed(void *ud, const struct m0_pgbus_replayed *r)
         m0__treplay_post(t);
 }
 
-int m0__shared_replay(struct m0_host *h, struct m0_treplay *t, const char *const *pats, size_t n)
+int m0__shared_replay(struct m0_bus *b, uint32_t max, struct m0_treplay *t, const char *const *pats,
+                      size_t n)
 {
         if (!t->msg && !(t->msg = calloc(1, sizeof(*t->msg))))
                 return -ENOMEM;
-        return m0__pgbus_mod->replay(h->bus.shared, t->after, pats, n, h->cfg.bus_replay_max,
-                                     replayed, t);
+        return m0__pgbus_mod->replay(b->shared, t->after, pats, n, max, replayed, t);
 }
 
-void m0__shared_stop(struct m0_host *h, uint64_t flush_ms)
+void m0__shared_stop(struct m0_shared *s, uint64_t flush_ms)
 {
-        if (!h->bus.shared)
+        if (!s->bus || !s->bus->shared)
                 return;
-        m0__shared_draining(h);
-        uint64_t left = m0__pgbus_mod->stop(h->bus.shared,
+        m0__shared_draining(s);
+        uint64_t left = m0__pgbus_mod->stop(s->bus->shared,
                                             flush_ms > INT32_MAX ? INT32_MAX : (int)flush_ms);
         struct m0_pgbus_stats st;
-        m0__pgbus_mod->stats(h->bus.shared, &st);
+        m0__pgbus_mod->stats(s->bus->shared, &st);
         m0__log(left ? M0_LOG_WARNING : M0_LOG_NOTICE, -1, NULL,
                 "bus: the shared bus stopped: %" PRIu64 " events committed in %" PRIu64
                 " transactions, %" PRIu64 " delivered from the table (last id %" PRIu64
@@ -225,10 +228,12 @@ void m0__shared_stop(struct m0_host *h, uint64_t flush_ms)
                 st.reconnects, left, left == 1 ? "" : "s");
 }
 
-void m0__shared_free(struct m0_host *h)
+void m0__shared_free(struct m0_shared *s)
 {
-        if (h->bus.shared)
-                m0__pgbus_mod->free(h->bus.shared);
-        h->bus.shared = h->pgbus = NULL;
-        pthread_mutex_destroy(&h->shared.lock);
+        if (s->bus && s->bus->shared)
+                m0__pgbus_mod->free(s->bus->shared);
+        if (s->bus)
+                s->bus->shared = NULL;
+        s->pgbus = NULL;
+        pthread_mutex_destroy(&s->lock);
 }

@@ -10,15 +10,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "bus.h"
 #include "loop.h"
 
-struct m0_conn;
-struct m0_host;
-struct m0_msg;
+#include "m0.h"
 
-/* The coordinator's and the bus thread's common state. */
+struct m0_config;
+struct m0_conn;
+struct m0_msg;
+struct m0_pgbus;
+
+/* The coordinator's and the bus thread's common state. The host holds one; m0__shared_start is
+ * handed what it reads of the host (LY4, D240). */
 struct m0_shared {
+        struct m0_bus *bus; /* the host's: bus->shared is the database bus, NULL with the local */
+        const struct m0_config *cfg;
+        const m0_app *app;
+        /* bus->shared once it started, for the metrics, which show its state while it is set
+         * (O1); NULL with the local bus. */
+        struct m0_pgbus *pgbus;
         pthread_mutex_t lock; /* STATUS= from the bus thread and the coordinator, in order */
         bool serving;         /* READY=1 was sent: a change of the bus's state is a STATUS= */
         bool stopping;        /* the drain began: STATUS= is the drain's */
@@ -66,27 +77,30 @@ struct m0_treplay {
  * so); -EPROTO with `err` naming the table when the database holds one that is not m0's (78);
  * another -errno with `err` when the thread cannot start.
  */
-int m0__shared_start(struct m0_host *h, char *err, size_t err_len);
+int m0__shared_start(struct m0_shared *s, struct m0_bus *bus, const struct m0_config *cfg,
+                     const m0_app *app, char *err, size_t err_len);
 /*
  * READY=1 with `st` (the serving line, "STATUS=…"), the bus's state appended on a shared bus,
  * sent under the lock that orders it before any later STATUS= of the bus thread. `st` is left
  * as sent, for the log. The coordinator.
  */
-void m0__shared_notify_ready(struct m0_host *h, char *st, size_t len);
-/* Ask the table for `t`'s replay of `pats` (exact names, "prefix*"); the answer is posted to
- * t->loop, handled by t->back. 0, or -errno (the bus's refusals; nothing is posted). A loop. */
-int m0__shared_replay(struct m0_host *h, struct m0_treplay *t, const char *const *pats, size_t n);
+void m0__shared_notify_ready(struct m0_shared *s, char *st, size_t len);
+/* Ask the table of bus `b`'s database for `t`'s replay of `pats` (exact names, "prefix*"), at
+ * most `max` rows (M0_BUS_REPLAY_MAX); the answer is posted to t->loop, handled by t->back. 0, or
+ * -errno (the bus's refusals; nothing is posted). A loop. */
+int m0__shared_replay(struct m0_bus *b, uint32_t max, struct m0_treplay *t, const char *const *pats,
+                      size_t n);
 /* Hand `t`, answered, back to its loop (M0_MSG_REPLAY, with the message it holds). Any thread;
  * only the loop touches `t` after. */
 void m0__treplay_post(struct m0_treplay *t);
 /* Free a replay whose stream is gone or served. Accepts NULL. */
 void m0__treplay_free(struct m0_treplay *t);
 /* The drain began: STATUS= is no longer the bus's. The coordinator. */
-void m0__shared_draining(struct m0_host *h);
+void m0__shared_draining(struct m0_shared *s);
 /* Stop the bus thread, publishing what is queued for at most `flush_ms`, and log what it did.
  * The coordinator, once every thread that publishes was joined (or given up on). */
-void m0__shared_stop(struct m0_host *h, uint64_t flush_ms);
+void m0__shared_stop(struct m0_shared *s, uint64_t flush_ms);
 /* Free it (after m0__shared_stop, when no thread can publish any more). */
-void m0__shared_free(struct m0_host *h);
+void m0__shared_free(struct m0_shared *s);
 
 #endif /* M0_SHARED_H */
