@@ -75,9 +75,11 @@ void m0__res_reset(struct m0_res *res)
 
 void m0__res_file_close(struct m0_res *res)
 {
-        if (res->file.on)
+        if (res->file.on && !res->file.shared)
                 close(res->file.fd);
         res->file.on = false;
+        res->file.shared = false;
+        res->file.ent = NULL;
 }
 
 /* The Content-Length of `res`: its file's bytes, or its body's. */

@@ -11,6 +11,7 @@
 
 struct m0_conn;
 struct m0_hctx;
+struct m0_fent;
 
 /* An upgrade the handler accepted (m0_res_websocket(), src/ws/): instead of answering, dispatch
  * hands the connection to `begin`, which writes the 101 and switches its protocol (or, on an
@@ -43,8 +44,10 @@ struct m0_res {
          * the head by the connection (m0__conn_file_begin), or closed by m0__res_file_close. */
         struct {
                 bool on;
+                bool shared; /* fd is the loop's turn cache's, good until the turn ends (D237) */
                 int fd;
                 uint64_t off, len;
+                struct m0_fent *ent; /* the cache's entry when shared, for its bytes */
         } file;
         m0_req *req; /* the request being answered on the loop (NULL on a pool thread) */
         struct m0_upgrade upgrade;
