@@ -201,6 +201,11 @@ struct m0_fent {
         char etag[M0__ETAG_MAX];
         char mtime[M0__HTTP_DATE_MAX]; /* Last-Modified */
         struct m0_buf bytes;           /* a small file's bytes, read at most once a turn */
+        /* The answer's header lines about the file, made once (D239), in runs: ETag [0, tag),
+         * Last-Modified [tag, lm), Cache-Control and Vary [lm, val), Accept-Ranges [val, ar),
+         * Content-Type and Content-Encoding [ar, lines.len): each run's end an offset. */
+        struct m0_buf lines;
+        uint32_t tag, lm, val, ar;
 };
 
 /* A loop's cache of the files its turn opened (D237): at most `cap` entries (0: none), each

@@ -63,11 +63,13 @@ struct m0_fent *m0__fturn_add(struct m0_fturn *t, int root, const char *name, co
         struct m0_fent *e = &t->ent[t->n];
         if (make_key(&e->key, root, name, ae) < 0 || e->key.len > UINT32_MAX)
                 return NULL;
-        struct m0_buf key = e->key, bytes = e->bytes;
+        struct m0_buf key = e->key, bytes = e->bytes, lines = e->lines;
         *e = *src;
         e->key = key;
         e->bytes = bytes;
         e->bytes.len = 0;
+        e->lines = lines; /* the caller makes them in the cache's buffer */
+        e->lines.len = 0;
         e->bytes_read = 0;
         e->cached = true;
         e->node = (struct m0_hnode){
@@ -98,6 +100,7 @@ void m0__fturn_free(struct m0_fturn *t)
         for (uint32_t i = 0; i < t->cap; i++) {
                 m0__buf_free(&t->ent[i].key);
                 m0__buf_free(&t->ent[i].bytes);
+                m0__buf_free(&t->ent[i].lines);
         }
         m0__buf_free(&t->look);
         free(t->ent);

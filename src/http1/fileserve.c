@@ -50,20 +50,36 @@ static int to_directory(const m0_req *req, m0_res *res)
         return r;
 }
 
-/* The validators and the caching every answer about the file carries (D202): a 304 carries
- * what RFC 9110 15.4.5 asks of it, the ETag standing for Last-Modified (D238). */
-static int validators(m0_res *res, const struct m0_croute *r, const struct m0_fent *f,
-                      const char *name, int status)
+/* f's header lines into f->lines, made once for every answer of the turn (D239): the
+ * validators and the caching every answer about the file carries (D202), then what a 200 or a
+ * 206 adds. */
+static int make_lines(struct m0_fent *f, const struct m0_croute *r, const char *name)
 {
-        int e = m0_res_header(res, "ETag", f->etag);
-        if (e == 0 && status != 304)
-                e = m0_res_header(res, "Last-Modified", f->mtime);
+        struct m0_buf *b = &f->lines;
+        b->len = 0;
+        int e = m0__buf_printf(b, "ETag: %s\r\n", f->etag);
+        f->tag = (uint32_t)b->len;
         if (e == 0)
-                e = m0_res_header(res, "Cache-Control",
-                                  m0__files_cache_control(r->def->cache_control, name));
+                e = m0__buf_printf(b, "Last-Modified: %s\r\n", f->mtime);
+        f->lm = (uint32_t)b->len;
         if (e == 0)
-                e = m0_res_header(res, "Vary", "Accept-Encoding");
+                e = m0__buf_printf(b, "Cache-Control: %s\r\nVary: Accept-Encoding\r\n",
+                                   m0__files_cache_control(r->def->cache_control, name));
+        f->val = (uint32_t)b->len;
+        if (e == 0)
+                e = m0__buf_printf(b, "Accept-Ranges: bytes\r\n");
+        f->ar = (uint32_t)b->len;
+        if (e == 0)
+                e = m0__buf_printf(b, "Content-Type: %s\r\n", f->ctype);
+        if (e == 0 && f->coding != M0_CODING_IDENTITY)
+                e = m0__buf_printf(b, "Content-Encoding: %s\r\n", m0__coding_name(f->coding));
         return e;
+}
+
+/* Lines [from, to) of f's, `n` of them. */
+static int lines(m0_res *res, const struct m0_fent *f, uint32_t from, uint32_t to, unsigned n)
+{
+        return m0__res_lines(res, f->lines.data + from, to - from, n);
 }
 
 /* The file's status under the request's conditions and Range (RFC 9110 13.2.2, 14; D177),
@@ -130,17 +146,21 @@ static int answer(m0_req *req, m0_res *res, const struct m0_croute *r, const cha
         uint64_t start = 0, len = 0;
         int st = status_of(req, f, f->etag, &start, &len);
         res->status = st;
-        int e = validators(res, r, f, name, st);
+        /* a 304 carries what RFC 9110 15.4.5 asks of it, its ETag standing for Last-Modified
+         * (D238); every other answer D202's validators */
+        int e = lines(res, f, 0, f->tag, 1);
+        if (e == 0 && st != 304)
+                e = lines(res, f, f->tag, f->lm, 1);
+        if (e == 0)
+                e = lines(res, f, f->lm, f->val, 2);
         if (e < 0 || st == 304 || st == 412)
                 return e;
-        if ((e = m0_res_header(res, "Accept-Ranges", "bytes")) < 0)
+        if ((e = lines(res, f, f->val, f->ar, 1)) < 0)
                 return e;
         if (st == 416)
                 return m0_res_headerf(res, "Content-Range", "bytes */%" PRIu64,
                                       (uint64_t)f->st.st_size);
-        e = m0_res_header(res, "Content-Type", f->ctype);
-        if (e == 0 && f->coding != M0_CODING_IDENTITY)
-                e = m0_res_header(res, "Content-Encoding", m0__coding_name(f->coding));
+        e = lines(res, f, f->ar, (uint32_t)f->lines.len, f->coding != M0_CODING_IDENTITY ? 2 : 1);
         if (e == 0 && st == 206)
                 e = m0_res_headerf(res, "Content-Range", "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64,
                                    start, start + len - 1, (uint64_t)f->st.st_size);
@@ -168,17 +188,26 @@ int m0__files_serve(m0_req *req, m0_res *res, void *state)
         struct m0_fturn *t = req->files_turn;
         struct m0_fent own = {.fd = -1};
         struct m0_fent *f = t ? m0__fturn_find(t, r->files_root, name, ae) : NULL;
+        int e;
         if (!f) {
-                int e = find_file(r, name, ae, &own);
-                if (e < 0)
+                if ((e = find_file(r, name, ae, &own)) < 0)
                         return refuse(req, name, e);
                 f = t ? m0__fturn_add(t, r->files_root, name, ae, &own) : NULL;
                 if (!f)
                         f = &own;
         }
+        /* none yet, or none made when memory ran out: an ETag line is never empty */
+        if (!f->lines.len && (e = make_lines(f, r, name)) < 0) {
+                f->lines.len = 0;
+                if (f == &own)
+                        close(own.fd);
+                m0__buf_free(&own.lines);
+                return e;
+        }
         bool gave = false;
-        int e = answer(req, res, r, name, f, &gave);
+        e = answer(req, res, r, name, f, &gave);
         if (f == &own && !gave)
                 close(own.fd);
+        m0__buf_free(&own.lines);
         return e;
 }

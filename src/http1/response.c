@@ -256,6 +256,16 @@ static int add_header(m0_res *res, const char *name, const char *value, size_t v
         return 0;
 }
 
+int m0__res_lines(m0_res *res, const char *lines, size_t len, unsigned n)
+{
+        if (res->nheaders + n > RES_MAX_HEADERS || res->head.len + len > RES_MAX_HEAD_BYTES)
+                return -ENOBUFS;
+        int r = m0__buf_append(&res->head, lines, len);
+        if (r == 0)
+                res->nheaders += n;
+        return r;
+}
+
 int m0_res_header(m0_res *res, const char *name, const char *value)
 {
         return add_header(res, name, value, value ? strlen(value) : 0);

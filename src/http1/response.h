@@ -61,6 +61,10 @@ enum m0_conn_mode {
 };
 
 void m0__res_reset(struct m0_res *res);
+/* Append `n` header lines, "Name: value\r\n" each, made by the host from values it checked
+ * already (a file's validators and type, D239), as m0_res_header() would have added them one by
+ * one. 0, -ENOBUFS past the bounds of a head, or -ENOMEM. */
+int m0__res_lines(m0_res *res, const char *lines, size_t len, unsigned n);
 /* Close the file res holds as its body, if any (SF2). */
 void m0__res_file_close(struct m0_res *res);
 /* The value of the first `name` line the handler added (n bytes of a lower-case name), copied
