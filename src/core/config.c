@@ -158,6 +158,8 @@ static const struct m0_knob knobs[] = {
          OFF(compress_brotli_level), 0, 11, "brotli's level for compressed answers"},
         {"compress-gzip-level", "M0_COMPRESS_GZIP_LEVEL", "6", K_U32, OFF(compress_gzip_level), 1,
          9, "gzip's level for compressed answers"},
+        {"files-turn-cache", "M0_FILES_TURN_CACHE", "64", K_U32, OFF(files_turn_cache), 0, 65536,
+         "files a loop keeps open until its turn ends (SF5); 0 = none"},
         {"h2-max-streams", "M0_H2_MAX_STREAMS", "100", K_U32, OFF(h2_max_streams), 1, 65536,
          "HTTP/2 streams a client may have open on one connection (SETTINGS)"},
         {"h2-window-bytes", "M0_H2_WINDOW_BYTES", "65535", K_U32, OFF(h2_window_bytes), 1024,

@@ -92,6 +92,7 @@ struct m0_config {
         uint32_t compress_zstd_level;
         uint32_t compress_brotli_level;
         uint32_t compress_gzip_level;
+        uint32_t files_turn_cache; /* SF5: files a loop keeps open for the rest of a turn (D237) */
         /* HT1, HT4 (src/http2/): the SETTINGS m0 sends and the reset rate it takes */
         uint32_t h2_max_streams;
         uint32_t h2_window_bytes;

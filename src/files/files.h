@@ -179,4 +179,63 @@ enum m0_coding m0__compress_choose(const struct m0_compress_cfg *cfg, const stru
 int m0__compress(const struct m0_compress_cfg *cfg, enum m0_coding c, const void *body, size_t len,
                  struct m0_buf *out);
 
+/* --- turncache.c: the files of one turn of a loop (SF5, D237) --- */
+
+/* A file this small joins its head in the loop's output buffer (D205), read from the turn's
+ * cache when it holds the file's bytes. */
+#define M0__FILE_INLINE (16u << 10)
+
+/* What serving a name found: the file (or its sibling) opened, its validators and its type,
+ * made once. Held by a turn's cache (`cached`: its fd is the cache's, valid until the turn
+ * ends) or by one answer alone (the fd is the answer's to close). */
+struct m0_fent {
+        struct m0_hnode node; /* in m0_fturn.map; key: root, name, Accept-Encoding */
+        struct m0_buf key;
+        int fd;
+        struct stat st;
+        int coding;        /* enum m0_coding of fd's bytes */
+        bool index;        /* the name was a directory's, and this is its index.html */
+        bool cached;       /* the cache holds it */
+        int8_t bytes_read; /* 0 not yet, 1 `bytes` holds st.st_size bytes, -1 it cannot */
+        const char *ctype; /* the file's Content-Type (mime.c's string) */
+        char etag[M0__ETAG_MAX];
+        char mtime[M0__HTTP_DATE_MAX]; /* Last-Modified */
+        struct m0_buf bytes;           /* a small file's bytes, read at most once a turn */
+        /* The answer's header lines about the file, made once (D239), in runs: ETag [0, tag),
+         * Last-Modified [tag, lm), Cache-Control and Vary [lm, val), Accept-Ranges [val, ar),
+         * Content-Type and Content-Encoding [ar, lines.len): each run's end an offset. */
+        struct m0_buf lines;
+        uint32_t tag, lm, val, ar;
+};
+
+/* A loop's cache of the files its turn opened (D237): at most `cap` entries (0: none), each
+ * closed when the turn ends, so that a file changed or replaced between two turns is seen. One
+ * thread. All zeros is a cache of none. */
+struct m0_fturn {
+        struct m0_hmap map;
+        struct m0_fent *ent; /* [0, n) in use, [n, cap) kept for their buffers */
+        uint32_t cap, n;
+        uint32_t inline_max; /* bytes of a file m0__fent_bytes() keeps (D205's bound) */
+        struct m0_buf look;  /* the key being looked up */
+};
+
+/* A cache of at most `cap` entries, keeping the bytes of files up to `inline_max`. 0 or -ENOMEM. */
+int m0__fturn_init(struct m0_fturn *t, uint32_t cap, uint32_t inline_max);
+/* What this turn found for `name` beneath `root` under Accept-Encoding `ae` (NULL: absent), or
+ * NULL. The key is the exact string the request named, under the same root's descriptor: what
+ * it resolved to within this turn is what it resolves to now (D237). */
+struct m0_fent *m0__fturn_find(struct m0_fturn *t, int root, const char *name, const char *ae);
+/* Keep *e (an answer's, fd owned) as what `name` under `root` and `ae` found: the cached entry,
+ * which owns the fd now, or NULL when the cache is full or out of memory (*e stays the
+ * caller's). */
+struct m0_fent *m0__fturn_add(struct m0_fturn *t, int root, const char *name, const char *ae,
+                              const struct m0_fent *e);
+/* The end of a turn: every entry's fd closed, the cache emptied (buffers kept). */
+void m0__fturn_clear(struct m0_fturn *t);
+void m0__fturn_free(struct m0_fturn *t);
+/* A cached entry's bytes [0, st.st_size) when the file is no larger than the cache's inline_max,
+ * read once in the turn; NULL when it is larger, the read failed or came short (the file shrank:
+ * the caller reads it itself and sees that), or there is no memory. */
+const void *m0__fent_bytes(struct m0_fturn *t, struct m0_fent *e);
+
 #endif /* M0_FILES_H */

@@ -2,6 +2,7 @@
 /* conn.c: one connection on its loop: its transport (LY2) and its protocol (LY3), and HTTP/1.1's
  * side of it: read, parse, answer in order, write, time out. */
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 
 #include "conn.h"
 #include "config.h"
+#include "files.h"
 #include "log.h"
 #include "sse.h"
 #include "tls.h"
@@ -786,11 +788,9 @@ static void h1_drain(struct m0_conn *c)
  * nginx's sendfile_max_chunk: a fast client on a large file does not hold its loop (D201). */
 #define FILE_CHUNK (2u << 20)
 
-/* A file this small joins its head in the loop's wbuf (D205): one write and one segment where
- * sendfile would take a second of each. */
-#define FILE_INLINE (16u << 10)
-
-/* Read res's file into the loop's wbuf behind its head. False when there is no memory for it
+/* Read res's file into the loop's wbuf behind its head (D205: a file of M0__FILE_INLINE bytes or
+ * less, one write and one segment where sendfile would take a second of each), from the turn's
+ * copy of its bytes when the turn's cache holds it (D237). False when there is no memory for it
  * (sendfile goes on with it then). A file that ends before its announced length closes the
  * connection once what was read is out (D201). */
 static bool file_inline(struct m0_conn *c, struct m0_res *res)
@@ -799,7 +799,15 @@ static bool file_inline(struct m0_conn *c, struct m0_res *res)
         size_t len = (size_t)res->file.len;
         if (m0__buf_reserve(w, len) < 0)
                 return false;
-        ssize_t r = pread(res->file.fd, w->data + w->len, len, (off_t)res->file.off);
+        const char *bytes =
+                res->file.ent ? m0__fent_bytes(&c->loop->files_turn, res->file.ent) : NULL;
+        ssize_t r;
+        if (bytes) {
+                memcpy(w->data + w->len, bytes + res->file.off, len);
+                r = (ssize_t)len;
+        } else {
+                r = pread(res->file.fd, w->data + w->len, len, (off_t)res->file.off);
+        }
         if (r < 0)
                 r = 0;
         w->len += (size_t)r;
@@ -816,10 +824,23 @@ static bool file_inline(struct m0_conn *c, struct m0_res *res)
 
 void m0__conn_file_begin(struct m0_conn *c, struct m0_res *res)
 {
-        if (res->file.len <= FILE_INLINE && file_inline(c, res))
+        if (res->file.len <= M0__FILE_INLINE && file_inline(c, res))
                 return;
+        int fd = res->file.fd;
+        if (res->file.shared) {
+                /* the turn's cache closes its own at the turn's end; this one may outlast it */
+                fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+                if (fd < 0) {
+                        m0__log(M0_LOG_ERR, c->loop->index, NULL,
+                                "a file's descriptor could not be kept for its answer: %s; the "
+                                "connection is closed",
+                                strerror(errno));
+                        c->closing = true;
+                        return;
+                }
+        }
         c->file.on = true;
-        c->file.fd = res->file.fd;
+        c->file.fd = fd;
         c->file.off = (off_t)res->file.off;
         c->file.left = res->file.len;
         res->file.on = false;

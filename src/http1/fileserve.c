@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fileserve.h"
 #include "files.h"
@@ -49,26 +50,41 @@ static int to_directory(const m0_req *req, m0_res *res)
         return r;
 }
 
-/* The validators and the caching every answer about the file carries, a 304's included. */
-static int validators(m0_res *res, const struct m0_croute *r, const struct m0_file *f,
-                      const char *name, const char *etag)
+/* f's header lines into f->lines, made once for every answer of the turn (D239): the
+ * validators and the caching every answer about the file carries (D202), then what a 200 or a
+ * 206 adds. */
+static int make_lines(struct m0_fent *f, const struct m0_croute *r, const char *name)
 {
-        char date[M0__HTTP_DATE_MAX];
-        m0__http_date((int64_t)f->st.st_mtim.tv_sec, date);
-        int e = m0_res_header(res, "ETag", etag);
+        struct m0_buf *b = &f->lines;
+        b->len = 0;
+        int e = m0__buf_printf(b, "ETag: %s\r\n", f->etag);
+        f->tag = (uint32_t)b->len;
         if (e == 0)
-                e = m0_res_header(res, "Last-Modified", date);
+                e = m0__buf_printf(b, "Last-Modified: %s\r\n", f->mtime);
+        f->lm = (uint32_t)b->len;
         if (e == 0)
-                e = m0_res_header(res, "Cache-Control",
-                                  m0__files_cache_control(r->def->cache_control, name));
+                e = m0__buf_printf(b, "Cache-Control: %s\r\nVary: Accept-Encoding\r\n",
+                                   m0__files_cache_control(r->def->cache_control, name));
+        f->val = (uint32_t)b->len;
         if (e == 0)
-                e = m0_res_header(res, "Vary", "Accept-Encoding");
+                e = m0__buf_printf(b, "Accept-Ranges: bytes\r\n");
+        f->ar = (uint32_t)b->len;
+        if (e == 0)
+                e = m0__buf_printf(b, "Content-Type: %s\r\n", f->ctype);
+        if (e == 0 && f->coding != M0_CODING_IDENTITY)
+                e = m0__buf_printf(b, "Content-Encoding: %s\r\n", m0__coding_name(f->coding));
         return e;
+}
+
+/* Lines [from, to) of f's, `n` of them. */
+static int lines(m0_res *res, const struct m0_fent *f, uint32_t from, uint32_t to, unsigned n)
+{
+        return m0__res_lines(res, f->lines.data + from, to - from, n);
 }
 
 /* The file's status under the request's conditions and Range (RFC 9110 13.2.2, 14; D177),
  * with [*ret_start, + *ret_len) the bytes a 200 or 206 sends. */
-static int status_of(const m0_req *req, const struct m0_file *f, const char *etag,
+static int status_of(const m0_req *req, const struct m0_fent *f, const char *etag,
                      uint64_t *ret_start, uint64_t *ret_len)
 {
         int64_t mtime = (int64_t)f->st.st_mtim.tv_sec;
@@ -89,63 +105,109 @@ static int status_of(const m0_req *req, const struct m0_file *f, const char *eta
         return m0__files_range(c.range, size, ret_start, ret_len);
 }
 
+/* What `name` finds beneath route r's root under Accept-Encoding `ae` (NULL: absent), into *e
+ * (its fd the caller's): the file, or the precompressed sibling `ae` picks (D181) unless the
+ * name is a directory's without its '/', with its validators and type. 0, or -errno. */
+static int find_file(const struct m0_croute *r, const char *name, const char *ae, struct m0_fent *e)
+{
+        struct m0_file f = {.fd = -1};
+        int err = m0__files_open(r->files_root, name, &f);
+        if (err < 0)
+                return err;
+        size_t nl = strlen(name);
+        bool redirect = f.index && nl && name[nl - 1] != '/';
+        /* the type is the file's, whichever sibling's bytes are sent */
+        e->ctype = m0__mime_type(r->mime, f.path);
+        if (ae && !redirect) {
+                struct m0_accept_enc a;
+                m0__accept_enc_parse(ae, &a);
+                if ((err = m0__files_sibling(r->files_root, &a, &f)) < 0) {
+                        m0__file_close(&f);
+                        return err;
+                }
+        }
+        e->fd = f.fd;
+        e->st = f.st;
+        e->coding = f.coding;
+        e->index = f.index;
+        m0__files_etag(&f.st, e->etag);
+        m0__http_date((int64_t)f.st.st_mtim.tv_sec, e->mtime);
+        return 0;
+}
+
+/* The answer about file f; its body is f's fd, given to res (shared when the turn's cache holds
+ * it). True in *ret_gave when res took the fd. */
+static int answer(m0_req *req, m0_res *res, const struct m0_croute *r, const char *name,
+                  struct m0_fent *f, bool *ret_gave)
+{
+        size_t nl = strlen(name);
+        if (f->index && nl && name[nl - 1] != '/')
+                return to_directory(req, res);
+        uint64_t start = 0, len = 0;
+        int st = status_of(req, f, f->etag, &start, &len);
+        res->status = st;
+        /* a 304 carries what RFC 9110 15.4.5 asks of it, its ETag standing for Last-Modified
+         * (D238); every other answer D202's validators */
+        int e = lines(res, f, 0, f->tag, 1);
+        if (e == 0 && st != 304)
+                e = lines(res, f, f->tag, f->lm, 1);
+        if (e == 0)
+                e = lines(res, f, f->lm, f->val, 2);
+        if (e < 0 || st == 304 || st == 412)
+                return e;
+        if ((e = lines(res, f, f->val, f->ar, 1)) < 0)
+                return e;
+        if (st == 416)
+                return m0_res_headerf(res, "Content-Range", "bytes */%" PRIu64,
+                                      (uint64_t)f->st.st_size);
+        e = lines(res, f, f->ar, (uint32_t)f->lines.len, f->coding != M0_CODING_IDENTITY ? 2 : 1);
+        if (e == 0 && st == 206)
+                e = m0_res_headerf(res, "Content-Range", "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64,
+                                   start, start + len - 1, (uint64_t)f->st.st_size);
+        if (e < 0)
+                return e;
+        res->body.len = 0;
+        res->file.on = true;
+        res->file.shared = f->cached;
+        res->file.ent = f->cached ? f : NULL;
+        res->file.fd = f->fd;
+        res->file.off = start;
+        res->file.len = len;
+        res->coded = true; /* its bytes are the file's, or its sibling's: never coded again */
+        *ret_gave = true;
+        return 0;
+}
+
 int m0__files_serve(m0_req *req, m0_res *res, void *state)
 {
         (void)state;
         const struct m0_croute *r = req->route;
         const char *name = file_name(req, r);
-        struct m0_file f = {.fd = -1};
-        int e = m0__files_open(r->files_root, name, &f);
-        if (e < 0)
-                return refuse(req, name, e);
-        size_t nl = strlen(name);
-        if (f.index && nl && name[nl - 1] != '/') {
-                m0__file_close(&f);
-                return to_directory(req, res);
-        }
-        /* the type is the file's, whichever sibling's bytes are sent */
-        const char *ctype = m0__mime_type(r->mime, f.path);
         const char *ae = m0_req_header(req, "accept-encoding");
-        if (ae) {
-                struct m0_accept_enc a;
-                m0__accept_enc_parse(ae, &a);
-                if ((e = m0__files_sibling(r->files_root, &a, &f)) < 0)
-                        goto fail;
+        /* D237: a name this turn resolved already is served from what it found */
+        struct m0_fturn *t = req->files_turn;
+        struct m0_fent own = {.fd = -1};
+        struct m0_fent *f = t ? m0__fturn_find(t, r->files_root, name, ae) : NULL;
+        int e;
+        if (!f) {
+                if ((e = find_file(r, name, ae, &own)) < 0)
+                        return refuse(req, name, e);
+                f = t ? m0__fturn_add(t, r->files_root, name, ae, &own) : NULL;
+                if (!f)
+                        f = &own;
         }
-        char etag[M0__ETAG_MAX];
-        m0__files_etag(&f.st, etag);
-        uint64_t start = 0, len = 0;
-        int st = status_of(req, &f, etag, &start, &len);
-        res->status = st;
-        if ((e = validators(res, r, &f, name, etag)) < 0)
-                goto fail;
-        if (st == 304 || st == 412) {
-                m0__file_close(&f);
-                return 0;
+        /* none yet, or none made when memory ran out: an ETag line is never empty */
+        if (!f->lines.len && (e = make_lines(f, r, name)) < 0) {
+                f->lines.len = 0;
+                if (f == &own)
+                        close(own.fd);
+                m0__buf_free(&own.lines);
+                return e;
         }
-        if ((e = m0_res_header(res, "Accept-Ranges", "bytes")) < 0)
-                goto fail;
-        if (st == 416) {
-                m0__file_close(&f);
-                return m0_res_headerf(res, "Content-Range", "bytes */%" PRIu64,
-                                      (uint64_t)f.st.st_size);
-        }
-        e = m0_res_header(res, "Content-Type", ctype);
-        if (e == 0 && f.coding != M0_CODING_IDENTITY)
-                e = m0_res_header(res, "Content-Encoding", m0__coding_name(f.coding));
-        if (e == 0 && st == 206)
-                e = m0_res_headerf(res, "Content-Range", "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64,
-                                   start, start + len - 1, (uint64_t)f.st.st_size);
-        if (e < 0)
-                goto fail;
-        res->body.len = 0;
-        res->file.on = true;
-        res->file.fd = f.fd;
-        res->file.off = start;
-        res->file.len = len;
-        res->coded = true; /* its bytes are the file's, or its sibling's: never coded again */
-        return 0;
-fail:
-        m0__file_close(&f);
+        bool gave = false;
+        e = answer(req, res, r, name, f, &gave);
+        if (f == &own && !gave)
+                close(own.fd);
+        m0__buf_free(&own.lines);
         return e;
 }

@@ -111,6 +111,10 @@ int m0__hctx_build(struct m0_hctx *x)
         x->req.json_max_depth = cfg->json_max_depth;
         if (!x->rscratch || !x->req.headers)
                 return -ENOMEM;
+        r = m0__fturn_init(&x->files_turn, cfg->files_turn_cache, M0__FILE_INLINE);
+        if (r < 0)
+                return r;
+        x->req.files_turn = cfg->files_turn_cache ? &x->files_turn : NULL;
         /* A turn's budget plus the longest a handler may run on the loop (a quarter of the
          * watchdog's interval) stays within the half interval the watchdog allows (W1, D41,
          * D43). */
@@ -164,6 +168,7 @@ void m0__hctx_destroy(struct m0_hctx *x)
         m0__buf_free(&x->res.chans);
         m0__subs_free(&x->subs);
         m0__buf_free(&x->wbuf);
+        m0__fturn_free(&x->files_turn);
         m0__journal_destroy(&x->journal);
         m0__pool_destroy(&x->pool);
         pthread_mutex_destroy(&x->cur_lock);
@@ -288,6 +293,8 @@ static void hctx_turn_end(struct m0_loop *el)
          * path (D81, D98); while journald's queue is full they wait for EPOLLOUT instead. */
         if (x->journal.n && !x->journal.waiting)
                 m0__journal_flush(x);
+        /* D237: what a later turn asks of the files is read from them as they are then */
+        m0__fturn_clear(&x->files_turn);
 }
 
 /* Deliver what the loop's channel holds, when a publish said there is something (D44), a turn's

@@ -159,6 +159,8 @@ struct m0_hctx {
         size_t keep_alive_len;
 
         struct m0_pool pool;
+        /* The files this turn opened, closed at its end (SF5, D237); req.files_turn names it. */
+        struct m0_fturn files_turn;
 
         /* streams (S1), the channels they follow (N5) and the bus's queue (B1, D44) */
         struct m0_list streams;     /* of m0_conn, by their stream link */

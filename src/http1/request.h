@@ -56,6 +56,8 @@ struct m0_req {
         /* The route that matched (NULL: dispatch) and its captures, decoded (T1): value i at
          * params.data + param[i]. A pool job's point into its own memory. */
         const struct m0_croute *route;
+        /* The loop's files of this turn (D237); NULL on a pool thread, which shares none. */
+        struct m0_fturn *files_turn;
         uint32_t nparams;
         uint32_t param[M0__ROUTE_MAX_PARAMS];
         struct m0_buf params;

@@ -75,9 +75,11 @@ void m0__res_reset(struct m0_res *res)
 
 void m0__res_file_close(struct m0_res *res)
 {
-        if (res->file.on)
+        if (res->file.on && !res->file.shared)
                 close(res->file.fd);
         res->file.on = false;
+        res->file.shared = false;
+        res->file.ent = NULL;
 }
 
 /* The Content-Length of `res`: its file's bytes, or its body's. */
@@ -252,6 +254,16 @@ static int add_header(m0_res *res, const char *name, const char *value, size_t v
         res->head.len = (size_t)(p - res->head.data);
         res->nheaders++;
         return 0;
+}
+
+int m0__res_lines(m0_res *res, const char *lines, size_t len, unsigned n)
+{
+        if (res->nheaders + n > RES_MAX_HEADERS || res->head.len + len > RES_MAX_HEAD_BYTES)
+                return -ENOBUFS;
+        int r = m0__buf_append(&res->head, lines, len);
+        if (r == 0)
+                res->nheaders += n;
+        return r;
 }
 
 int m0_res_header(m0_res *res, const char *name, const char *value)

@@ -11,6 +11,7 @@
 
 struct m0_conn;
 struct m0_hctx;
+struct m0_fent;
 
 /* An upgrade the handler accepted (m0_res_websocket(), src/ws/): instead of answering, dispatch
  * hands the connection to `begin`, which writes the 101 and switches its protocol (or, on an
@@ -43,8 +44,10 @@ struct m0_res {
          * the head by the connection (m0__conn_file_begin), or closed by m0__res_file_close. */
         struct {
                 bool on;
+                bool shared; /* fd is the loop's turn cache's, good until the turn ends (D237) */
                 int fd;
                 uint64_t off, len;
+                struct m0_fent *ent; /* the cache's entry when shared, for its bytes */
         } file;
         m0_req *req; /* the request being answered on the loop (NULL on a pool thread) */
         struct m0_upgrade upgrade;
@@ -58,6 +61,10 @@ enum m0_conn_mode {
 };
 
 void m0__res_reset(struct m0_res *res);
+/* Append `n` header lines, "Name: value\r\n" each, made by the host from values it checked
+ * already (a file's validators and type, D239), as m0_res_header() would have added them one by
+ * one. 0, -ENOBUFS past the bounds of a head, or -ENOMEM. */
+int m0__res_lines(m0_res *res, const char *lines, size_t len, unsigned n);
 /* Close the file res holds as its body, if any (SF2). */
 void m0__res_file_close(struct m0_res *res);
 /* The value of the first `name` line the handler added (n bytes of a lower-case name), copied

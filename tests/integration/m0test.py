@@ -932,6 +932,7 @@ KNOBS = [
     ("compress-zstd-level", "M0_COMPRESS_ZSTD_LEVEL", "3"),
     ("compress-brotli-level", "M0_COMPRESS_BROTLI_LEVEL", "5"),
     ("compress-gzip-level", "M0_COMPRESS_GZIP_LEVEL", "6"),
+    ("files-turn-cache", "M0_FILES_TURN_CACHE", "64"),
     ("h2-max-streams", "M0_H2_MAX_STREAMS", "100"),
     ("h2-window-bytes", "M0_H2_WINDOW_BYTES", "65535"),
     ("h2-reset-rate", "M0_H2_RESET_RATE", "100"),

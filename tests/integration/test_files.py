@@ -5,7 +5,10 @@ with its type, ETag and Last-Modified; 304 for its ETag and for If-Modified-Sinc
 byte for byte, and HEAD with its length and no body; /app/ is index.html; app.js from app.js.gz
 for a gzip client with Vary, the plain file for the others; seven ways out of the root serve
 nothing from outside it; a file that shrinks while it is sent closes the connection at its
-end rather than pretend to the length it announced."""
+end rather than pretend to the length it announced. SF5 (D237, D238): requests pipelined into
+one turn are answered from the turn's cache as they are without it, at every bound; a file
+replaced or changed between two turns is served as it is now; a 304 carries what RFC 9110
+15.4.5 asks of it and no Last-Modified."""
 
 import email.utils
 import gzip
@@ -15,6 +18,7 @@ import socket
 import subprocess
 import tempfile
 
+import m0test
 from m0test import Server, check, eq, run_app, tool
 
 MIB = 1 << 20
@@ -154,6 +158,134 @@ def test_SF2_a_large_file_whole_and_head():
         r1, r2 = c.read_response(), c.read_response()
         check(r1.status == 200 and r1.body == want, "the pipelined 1 MiB file byte for byte")
         eq((r2.status, r2.body), (200, b"hello, a\n"), "the file pipelined behind it")
+        c.close()
+
+
+def pipelined(w, reqs):
+    """Each of `reqs` ((method, path, headers)) sent in one write on one connection, so that one
+    read takes them all and one turn answers them; their answers, in order."""
+    c = w.s.connect()
+    try:
+        c.send(b"".join(m0test.build_request(m, p, h) for m, p, h in reqs))
+        return [c.read_response(head=m == "HEAD") for m, _, _ in reqs]
+    finally:
+        c.close()
+
+
+def test_SF5_one_turns_answers_from_its_cache():
+    """The same requests, pipelined into one turn (the turn's budget raised so that a
+    sanitizer's build still takes them in one), answered alike with the turn's cache at its
+    default, at a bound of 1 (one entry, the rest opened and closed per answer) and off (D237):
+    a file and its 304, HEAD and range; a sibling by Accept-Encoding and the plain file beside
+    it; a directory's redirect and its index; the 1 MiB file twice, each byte for byte (the
+    cache's descriptor taken past the turn by the connection); and a name out of the root
+    refused each time."""
+    for bound in (None, "1", "0"):
+        env = {"M0_TURN_BUDGET_MS": "1000"}
+        if bound is not None:
+            env["M0_FILES_TURN_CACHE"] = bound
+        with Site(env) as w:
+            path = os.path.join(w.www, "a.txt")
+            tag = etag_of(path)
+            with open(os.path.join(w.www, "big.bin"), "rb") as g:
+                big = g.read()
+            with open(os.path.join(w.www, "app.js.gz"), "rb") as g:
+                gz = g.read()
+            what = f"M0_FILES_TURN_CACHE={bound}"
+            reqs = [("GET", "/app/a.txt", None),
+                    ("GET", "/app/a.txt", [("If-None-Match", tag)]),
+                    ("HEAD", "/app/a.txt", None),
+                    ("GET", "/app/a.txt", [("Range", "bytes=2-4")]),
+                    ("GET", "/app/app.js", [("Accept-Encoding", "gzip")]),
+                    ("GET", "/app/app.js", None),
+                    ("GET", "/app/app.js", [("Accept-Encoding", "gzip")]),
+                    ("GET", "/app", None),
+                    ("GET", "/app/", None),
+                    ("GET", "/app", None),
+                    ("GET", "/app/big.bin", None),
+                    ("GET", "/app/link_out", None),
+                    ("GET", "/app/big.bin", None),
+                    ("GET", "/app/link_out", None),
+                    ("GET", "/app/a.txt", None)]
+            r = pipelined(w, reqs)
+            eq((r[0].status, r[0].body, r[0].header("ETag")), (200, b"hello, a\n", tag),
+               f"{what}: the file")
+            eq((r[1].status, r[1].body, r[1].header("ETag")), (304, b"", tag),
+               f"{what}: its 304")
+            eq((r[2].status, r[2].header("Content-Length"), r[2].body), (200, "9", b""),
+               f"{what}: HEAD")
+            eq((r[3].status, r[3].header("Content-Range"), r[3].body),
+               (206, "bytes 2-4/9", b"llo"), f"{what}: a range")
+            for i in (4, 6):
+                eq((r[i].status, r[i].header("Content-Encoding"), r[i].header("Vary"),
+                    r[i].body), (200, "gzip", "Accept-Encoding", gz), f"{what}: the sibling")
+            eq((r[5].status, r[5].header("Content-Encoding"), r[5].body), (200, None, APP_JS),
+               f"{what}: the plain file beside its sibling")
+            for i in (7, 9):
+                eq((r[i].status, r[i].header("Location")), (301, "/app/"),
+                   f"{what}: the directory's redirect")
+            eq((r[8].status, r[8].body), (200, b"<!doctype html><title>todo</title>\n"),
+               f"{what}: the index")
+            for i in (10, 12):
+                check(r[i].status == 200 and r[i].body == big,
+                      f"{what}: the 1 MiB file, byte for byte")
+            for i in (11, 13):
+                eq(r[i].status, 404, f"{what}: a name out of the root")
+                check(SECRET not in r[i].body, f"{what}: nothing from outside the root")
+            eq((r[14].status, r[14].body), (200, b"hello, a\n"), f"{what}: the file again")
+
+
+def test_SF5_a_file_changed_between_turns_is_served_as_it_is_now():
+    """A file replaced by a rename (another inode) and one rewritten in place (its size
+    changed) between two requests, each request sent once the answer before it came, so in a
+    turn of its own: each answer is the file as it is now, with its ETag; the old ETag no longer
+    gets a 304 (D237)."""
+    with Site() as w:
+        path = os.path.join(w.www, "a.txt")
+        c = w.s.connect()
+        old = etag_of(path)
+        r = c.get("/app/a.txt")
+        eq((r.status, r.body, r.header("ETag")), (200, b"hello, a\n", old), "the file")
+        tmp = os.path.join(w.www, "a.txt.new")
+        with open(tmp, "wb") as f:
+            f.write(b"a, replaced\n")
+        os.rename(tmp, path)
+        r = c.get("/app/a.txt")
+        eq((r.status, r.body, r.header("ETag")), (200, b"a, replaced\n", etag_of(path)),
+           "the file replaced by a rename")
+        check(etag_of(path) != old, "another ETag")
+        r = c.get("/app/a.txt", [("If-None-Match", old)])
+        eq((r.status, r.body), (200, b"a, replaced\n"), "the old ETag matches no more")
+        with open(path, "r+b") as f:
+            f.truncate(0)
+            f.write(b"x")
+        r = c.get("/app/a.txt")
+        eq((r.status, r.body, r.header("ETag")), (200, b"x", etag_of(path)),
+           "the file rewritten in place")
+        os.unlink(path)
+        r = c.get("/app/a.txt")
+        eq(r.status, 404, "the file removed")
+        c.close()
+
+
+def test_SF5_a_304s_head():
+    """A 304 carries what RFC 9110 15.4.5 asks of it: Date, ETag, Cache-Control and Vary as the
+    200 would have (with Server and the kept connection's Keep-Alive, D111), and no
+    Last-Modified beside its ETag, no Content-Length, no body (D238); over HTTP/1.1 and, with
+    If-Modified-Since, alike."""
+    with Site() as w:
+        path = os.path.join(w.www, "a.txt")
+        tag = etag_of(path)
+        c = w.s.connect()
+        r = c.get("/app/a.txt")
+        lm = r.header("Last-Modified")
+        for h in ([("If-None-Match", tag)], [("If-Modified-Since", lm)]):
+            r = c.get("/app/a.txt", h)
+            eq((r.status, r.body), (304, b""), f"{h[0][0]}: 304")
+            eq(r.names(), ["Server", "Date", "Keep-Alive", "ETag", "Cache-Control", "Vary"],
+               f"{h[0][0]}: the 304's fields, in order")
+            eq((r.header("ETag"), r.header("Cache-Control"), r.header("Vary")),
+               (tag, "no-cache", "Accept-Encoding"), f"{h[0][0]}: their values")
         c.close()
 
 
@@ -306,6 +438,18 @@ def test_SF2_files_over_http2():
               f"HEAD over h2: {head!r}")
         eq(curl(*h2, w.url("/app/")), b"<!doctype html><title>todo</title>\n\n2 200",
            "the index over h2")
+        # Streams of one connection taken in one turn share what its cache opened (D237): the
+        # 1 MiB file twice and a small one twice in one connection's first packet (nghttp
+        # asks for each name once: a query tells them apart; the route ignores it).
+        urls = [w.url(f"/app/{n}?{i}") for i, n in enumerate(("big.bin", "a.txt") * 2)]
+        p = subprocess.run([tool("nghttp", "nghttp2-client"), "-ns", *urls],
+                           capture_output=True, text=True, timeout=30)
+        eq(p.returncode, 0, f"nghttp: {p.stderr!r}")
+        rows = sorted(ln.split()[-3:] for ln in p.stdout.splitlines()
+                      if ln.strip().split(" ")[0].isdigit() and "/app/" in ln)
+        eq(rows, [["200", "1M", "/app/big.bin?0"], ["200", "1M", "/app/big.bin?2"],
+                  ["200", "9", "/app/a.txt?1"], ["200", "9", "/app/a.txt?3"]],
+           "four streams over one h2 connection")
 
 
 def test_SF2_files_over_tls():

@@ -45,6 +45,7 @@ static const struct {
         {"compress-zstd-level", "M0_COMPRESS_ZSTD_LEVEL", "3"},
         {"compress-brotli-level", "M0_COMPRESS_BROTLI_LEVEL", "5"},
         {"compress-gzip-level", "M0_COMPRESS_GZIP_LEVEL", "6"},
+        {"files-turn-cache", "M0_FILES_TURN_CACHE", "64"},
 };
 #define NKNOBS (sizeof(knobs) / sizeof(knobs[0]))
 

@@ -222,6 +222,93 @@ START_TEST(served)
 }
 END_TEST
 
+/* SF5 (D237): a turn's cache finds what it was given by exactly its root, name and
+ * Accept-Encoding, holds at most its bound, reads a small file's bytes once, and closes every
+ * descriptor at the turn's end, after which a changed file is read as it is now */
+static struct m0_fent opened(const char *name)
+{
+        struct m0_file f = {.fd = -1};
+        ck_assert_int_eq(m0__files_open(root, name, &f), 0);
+        struct m0_fent e = {.fd = f.fd, .st = f.st, .coding = f.coding, .index = f.index};
+        m0__files_etag(&f.st, e.etag);
+        return e;
+}
+
+START_TEST(turn_cache)
+{
+        int fds = nfds();
+        struct m0_fturn t;
+        ck_assert_int_eq(m0__fturn_init(&t, 2, 8), 0);
+        ck_assert_ptr_null(m0__fturn_find(&t, root, "hello.txt", NULL));
+        struct m0_fent a = opened("hello.txt");
+        struct m0_fent *ca = m0__fturn_add(&t, root, "hello.txt", NULL, &a);
+        ck_assert_ptr_nonnull(ca);
+        ck_assert(ca->cached);
+        ck_assert_int_eq(ca->fd, a.fd);
+        ck_assert_str_eq(ca->etag, a.etag);
+        ck_assert_ptr_eq(m0__fturn_find(&t, root, "hello.txt", NULL), ca);
+        /* another Accept-Encoding, another name, another root, no Accept-Encoding against an
+         * empty one: other keys */
+        ck_assert_ptr_null(m0__fturn_find(&t, root, "hello.txt", "gzip"));
+        ck_assert_ptr_null(m0__fturn_find(&t, root, "hello.txt", ""));
+        ck_assert_ptr_null(m0__fturn_find(&t, root, "hello.tx", NULL));
+        ck_assert_ptr_null(m0__fturn_find(&t, root, "hello.txt/", NULL));
+        ck_assert_ptr_null(m0__fturn_find(&t, root + 1000, "hello.txt", NULL));
+        struct m0_fent b = opened("docs/page.html");
+        struct m0_fent *cb = m0__fturn_add(&t, root, "docs/page.html", "br, gzip", &b);
+        ck_assert_ptr_nonnull(cb);
+        ck_assert_ptr_eq(m0__fturn_find(&t, root, "docs/page.html", "br, gzip"), cb);
+        ck_assert_ptr_null(m0__fturn_find(&t, root, "docs/page.html", "gzip, br"));
+        ck_assert_ptr_null(m0__fturn_find(&t, root, "docs/page.html", NULL));
+        /* full: the third is the caller's own */
+        struct m0_fent c = opened("docs/index.html");
+        ck_assert_ptr_null(m0__fturn_add(&t, root, "docs/index.html", NULL, &c));
+        ck_assert_ptr_null(m0__fturn_find(&t, root, "docs/index.html", NULL));
+        close(c.fd);
+        /* a small file's bytes, read once: a change within the turn is not seen */
+        const char *bytes = m0__fent_bytes(&t, ca);
+        ck_assert_ptr_nonnull(bytes);
+        ck_assert_mem_eq(bytes, "hello\n", 6);
+        put("root/hello.txt", "HELLO\n");
+        ck_assert_ptr_eq(m0__fent_bytes(&t, ca), bytes);
+        ck_assert_mem_eq(bytes, "hello\n", 6);
+        /* past the cache's bound for bytes (8): none kept */
+        ck_assert_ptr_null(m0__fent_bytes(&t, cb)); /* "<p>page</p>\n" is 12 bytes */
+        /* the turn's end: each descriptor closed, nothing found */
+        int fa = ca->fd, fb = cb->fd;
+        m0__fturn_clear(&t);
+        ck_assert_int_eq(fcntl(fa, F_GETFD), -1);
+        ck_assert_int_eq(fcntl(fb, F_GETFD), -1);
+        ck_assert_int_eq(nfds(), fds);
+        ck_assert_ptr_null(m0__fturn_find(&t, root, "hello.txt", NULL));
+        /* the next turn reads the file as it is now */
+        a = opened("hello.txt");
+        ca = m0__fturn_add(&t, root, "hello.txt", NULL, &a);
+        ck_assert_ptr_nonnull(ca);
+        bytes = m0__fent_bytes(&t, ca);
+        ck_assert_ptr_nonnull(bytes);
+        ck_assert_mem_eq(bytes, "HELLO\n", 6);
+        /* a file that shrank after its stat: no bytes, the caller reads and sees it */
+        put("root/hello.txt", "HE");
+        struct m0_fent d = opened("docs/page.html");
+        d.st.st_size = 6;
+        struct m0_fent *cd = m0__fturn_add(&t, root, "shrunk", NULL, &d);
+        ck_assert_ptr_nonnull(cd);
+        put("root/docs/page.html", "x");
+        ck_assert_ptr_null(m0__fent_bytes(&t, cd));
+        m0__fturn_free(&t);
+        ck_assert_int_eq(nfds(), fds);
+        /* a cache of none finds nothing and keeps nothing */
+        ck_assert_int_eq(m0__fturn_init(&t, 0, 8), 0);
+        a = opened("hello.txt");
+        ck_assert_ptr_null(m0__fturn_add(&t, root, "hello.txt", NULL, &a));
+        ck_assert_ptr_null(m0__fturn_find(&t, root, "hello.txt", NULL));
+        close(a.fd);
+        m0__fturn_free(&t);
+        ck_assert_int_eq(nfds(), fds);
+}
+END_TEST
+
 /* SF2: media types from a mime.types file, the first naming winning, case-insensitive */
 START_TEST(mime_types)
 {
@@ -739,6 +826,7 @@ static Suite *files_suite(void)
         tcase_add_test(tc, mime_types);
         tcase_add_test(tc, validators);
         tcase_add_test(tc, siblings);
+        tcase_add_test(tc, turn_cache);
         suite_add_tcase(s, tc);
         TCase *pure = tcase_create("pure");
         tcase_add_test(pure, conditionals);
