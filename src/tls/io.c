@@ -231,13 +231,23 @@ static void in_init(void)
         BIO_meth_free(m);
 }
 
+/* The thread's error queue emptied before a call of OpenSSL's, which SSL_get_error asks. It is
+ * almost always empty already (fail() empties it): OpenSSL 3's ERR_clear_error walks its 16
+ * slots and frees each one's function name (16 free(NULL)), the dearest of m0's own calls into
+ * OpenSSL per keep-alive request, where a look at the queue is enough (D247). */
+static void clear_errors(void)
+{
+        if (ERR_peek_error() != 0)
+                ERR_clear_error();
+}
+
 /* A call of m0's begins: nothing read yet in it; it may take `room` bytes of plaintext. */
 static void begin(struct m0_tls_conn *c, size_t room)
 {
         c->want = 0;
         c->room = room;
         c->drained = false;
-        ERR_clear_error();
+        clear_errors();
         errno = 0;
 }
 
@@ -395,7 +405,7 @@ ssize_t m0__tls_writev(struct m0_tls_conn *c, const struct iovec *iov, int n)
                         break;
                 size_t len, w = 0;
                 const void *p = chunk(iov, n, i, off, g, &len);
-                ERR_clear_error();
+                clear_errors();
                 errno = 0;
                 if (SSL_write_ex(c->ssl, p, len, &w) != 1) {
                         int r = fail(c, 0);
