@@ -10,8 +10,6 @@
 
 /* A file's bytes go through OpenSSL a record at a time: no sendfile(2) without kTLS (D164). */
 #define FILE_CHUNK 16384
-/* The plaintext a TLS record holds at most (RFC 8446 5.1). */
-#define TLS_RECORD_MAX 16384
 
 static struct m0_tls_conn *conn_of(struct m0_transport *t)
 {
@@ -31,27 +29,10 @@ static int tls_handshake(struct m0_transport *t)
         return (int)wanted(t, m0__tls_handshake(conn_of(t)));
 }
 
-/* As much as `len` holds of what is there now: the records the socket has, one after another,
- * so that a read of TLS takes what a read of the plain socket would. A record shorter than a
- * full one, taken whole, ends what the peer wrote at once (its TLS fills records from a write),
- * so the read that would find the socket empty is left out: the loops' epoll is level-triggered
- * and says so if more came, and a keep-alive request costs one read() fewer (M9, D215). */
+/* As much as `len` holds of what is there now, records one after another (io.c, D246). */
 static ssize_t tls_read(struct m0_transport *t, void *buf, size_t len)
 {
-        size_t got = 0;
-        while (got < len) {
-                ssize_t n = m0__tls_read(conn_of(t), (char *)buf + got, len - got);
-                if (n > 0) {
-                        got += (size_t)n;
-                        if ((size_t)n < TLS_RECORD_MAX && got < len && !m0__tls_pending(conn_of(t)))
-                                return (ssize_t)got;
-                        continue;
-                }
-                if (got > 0)
-                        return (ssize_t)got; /* the end, the error or the want: next time */
-                return wanted(t, n);
-        }
-        return (ssize_t)got;
+        return wanted(t, m0__tls_read(conn_of(t), buf, len));
 }
 
 static ssize_t tls_writev(struct m0_transport *t, const struct iovec *iov, int n)

@@ -110,8 +110,9 @@ int m0__tls_conn_new(struct m0_tls_conn **ret, struct m0_tls *t, int fd);
  * socket, with m0__tls_reason() saying why. Anything but -EAGAIN is final: free the connection.
  */
 int m0__tls_handshake(struct m0_tls_conn *c);
-/* Read up to n bytes of plaintext: >0 bytes, 0 at the end (close_notify, or the peer's close),
- * -EAGAIN with a want, or -errno as for the handshake. */
+/* Read up to n bytes of plaintext, records one after another as far as the socket's bytes go:
+ * >0 bytes, 0 at the end (close_notify, or the peer's close), -EAGAIN with a want, or -errno as
+ * for the handshake. */
 ssize_t m0__tls_read(struct m0_tls_conn *c, void *buf, size_t n);
 /*
  * Write the bytes of iov[0..n): >0 the bytes taken (maybe fewer than offered), -EAGAIN with a
@@ -125,8 +126,9 @@ int m0__tls_shutdown(struct m0_tls_conn *c);
 /* Free the connection (not its fd). NULL is fine. */
 void m0__tls_conn_free(struct m0_tls_conn *c);
 
-/* Plaintext held for the next read: a read that took less than a record leaves the rest here,
- * where no readiness of the fd announces it. */
+/* Bytes held for the next read, where no readiness of the fd announces them: the socket's bytes
+ * read and not yet taken (records behind a read that filled its buffer), and the plaintext of a
+ * record a read took in part. */
 size_t m0__tls_pending(const struct m0_tls_conn *c);
 int m0__tls_want(const struct m0_tls_conn *c);
 /* Why the last call failed ("wrong version number", "unsupported protocol"), or "". */

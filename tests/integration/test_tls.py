@@ -673,6 +673,128 @@ def test_TL7_pipelining_large_and_chunked_bodies_over_tls():
         c.close()
 
 
+class _Records:
+    """A TLS client over a raw socket whose records the test sends in the segments it chooses:
+    seal() turns one write into its record (ssl.MemoryBIO) without sending it. The handshake's
+    last flight (the client's Finished) waits in the first seal()'s bytes. As a socket: recv and
+    sendall of plaintext, for Conn."""
+
+    def __init__(self, addr, ctx, name="a.test", timeout=10):
+        self.raw = socket.create_connection(addr, timeout=timeout)
+        self.raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.inc, self.out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.obj = ctx.wrap_bio(self.inc, self.out, server_hostname=name)
+        while True:
+            try:
+                self.obj.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self.raw.sendall(self.out.read())
+                self._feed()
+
+    def _feed(self):
+        data = self.raw.recv(65536)
+        if data:
+            self.inc.write(data)
+        else:
+            self.inc.write_eof()
+
+    def seal(self, data):
+        self.obj.write(data)
+        return self.out.read()
+
+    def settimeout(self, t):
+        self.raw.settimeout(t)
+
+    def sendall(self, data):
+        self.raw.sendall(self.seal(data))
+
+    def recv(self, n):
+        while True:
+            try:
+                return self.obj.read(n)
+            except ssl.SSLWantReadError:
+                self._feed()
+            except ssl.SSLZeroReturnError:
+                return b""
+
+    def close(self):
+        self.raw.close()
+
+
+def _echo(body):
+    return b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+def test_TL7_records_in_one_segment_and_a_byte_at_a_time():
+    """m0 reads the socket into its own buffer and OpenSSL takes the records from there (D246):
+    what one read brought is all answered though no readiness of the socket announces it. The
+    client's Finished and its first request in one segment; three requests, each its own record,
+    in one segment; a record sent a byte a segment, then three so; each answered, in order."""
+    c = Certs()
+    try:
+        with _serving(c) as s:
+            s.wait_ready()
+            for v, name in ((ssl.TLSVersion.TLSv1_3, "TLSv1.3"),
+                            (ssl.TLSVersion.TLSv1_2, "TLSv1.2")):
+                r = _Records(_https_addr(s), _ctx(c.ca, v))
+                conn = Conn(r, 10)
+                r.raw.sendall(r.seal(_echo(b"first")))
+                eq(r.obj.version(), name, "the version agreed")
+                got = conn.read_response()
+                eq((got.status, got.body), (200, b"first"), f"{name}: behind the Finished")
+                words = [b"one", b"two", b"three"]
+                r.raw.sendall(b"".join(r.seal(_echo(w)) for w in words))
+                for w in words:
+                    got = conn.read_response()
+                    eq((got.status, got.body), (200, w), f"{name}: three records, one segment")
+                for batch in ([b"drip"], words):
+                    seg = b"".join(r.seal(_echo(w)) for w in batch)
+                    for i in range(len(seg)):
+                        r.raw.send(seg[i:i + 1])
+                    for w in batch:
+                        got = conn.read_response()
+                        eq((got.status, got.body), (200, w), f"{name}: a byte a segment")
+                r.close()
+            eq(s.stop(), 0, "exit status")
+    finally:
+        c.close()
+
+
+def test_TL7_a_record_begun_and_stalled_closes_at_the_idle_timeout():
+    """Part of a record, then nothing: no request has begun (its bytes are in OpenSSL, not yet
+    plaintext), so the connection is idle and closed at M0_IDLE_TIMEOUT_MS with close_notify,
+    as before D246; the server is not woken for it meanwhile."""
+    c = Certs()
+    try:
+        with _serving(c, env={"M0_IDLE_TIMEOUT_MS": "1000"}) as s:
+            s.wait_ready()
+            r = _Records(_https_addr(s), _ctx(c.ca, ssl.TLSVersion.TLSv1_3))
+            conn = Conn(r, 10)
+            r.raw.sendall(r.seal(_echo(b"first")))
+            got = conn.read_response()
+            eq((got.status, got.body), (200, b"first"), "the first answer")
+            rec = r.seal(_echo(b"stalled"))
+            t0 = time.monotonic()
+            r.raw.sendall(rec[:len(rec) // 2])
+            r.raw.settimeout(10)
+            raw = b""
+            while True:
+                data = r.raw.recv(65536)
+                if not data:
+                    break
+                raw += data
+            elapsed = time.monotonic() - t0
+            check(0.9 < elapsed < 5, f"closed after {elapsed:.2f}s")
+            r.inc.write(raw)
+            r.inc.write_eof()
+            eq(conn.sock.recv(100), b"", "close_notify before the end")
+            r.close()
+            eq(s.stop(), 0, "exit status")
+    finally:
+        c.close()
+
+
 def test_TL7_hsts_and_the_servers_suite_order():
     """An app's answer over TLS carries Strict-Transport-Security for M0_TLS_HSTS_S (two years
     by default), the same answer over plain HTTP none, and 0 sends none; it carries

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -651,11 +652,15 @@ START_TEST(TL6_garbage_fails_at_once)
         ck_assert_str_eq(m0__tls_reason(c), "wrong version number");
         m0__tls_conn_free(c);
         close(fd[0]);
-        /* the peer gone in the middle */
+        /* the peer gone in the middle: the read that took its 6 bytes came back short, so the
+         * socket was empty then and the handshake wants more; the end is read at the next
+         * readiness, which the end of file is (D246) */
         ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fd), 0);
         ck_assert_int_eq(m0__tls_conn_new(&c, t, fd[0]), 0);
         ck_assert_int_eq(write(fd[1], "\x16\x03\x01\x02\x00\x01", 6), 6);
         close(fd[1]);
+        ck_assert_int_eq(m0__tls_handshake(c), -EAGAIN);
+        ck_assert_int_eq(m0__tls_want(c), M0_TLS_WANT_READ);
         ck_assert_int_eq(m0__tls_handshake(c), -ECONNRESET);
         m0__tls_conn_free(c);
         close(fd[0]);
@@ -1053,15 +1058,13 @@ START_TEST(TL7_transport_pending_sendfile_close_notify)
         ck_assert_int_eq(tr.ops->read(&tr, buf, sizeof(buf)), 7);
         ck_assert_bytes(buf, 7, "o world", 7);
         ck_assert_uint_eq(m0__transport_pending(&tr), 0);
-        /* Two short records waiting on the socket: a short record ends what the peer wrote at
-         * once, so a read stops after it (D215); the second stays on the socket, which the
-         * loop's level-triggered epoll still reports, and the next read takes it. */
+        /* Two short records waiting on the socket: one read() takes both, and one read of the
+         * transport both records' plaintext (D246). */
         ck_assert_int_eq(SSL_write_ex(c, "abc", 3, &w), 1);
         ck_assert_int_eq(SSL_write_ex(c, "defg", 4, &w), 1);
-        ck_assert_int_eq(tr.ops->read(&tr, buf, sizeof(buf)), 3);
-        ck_assert_bytes(buf, 3, "abc", 3);
-        ck_assert_int_eq(tr.ops->read(&tr, buf, sizeof(buf)), 4);
-        ck_assert_bytes(buf, 4, "defg", 4);
+        ck_assert_int_eq(tr.ops->read(&tr, buf, sizeof(buf)), 7);
+        ck_assert_bytes(buf, 7, "abcdefg", 7);
+        ck_assert_uint_eq(m0__transport_pending(&tr), 0);
         ck_assert_int_eq(tr.ops->read(&tr, buf, sizeof(buf)), -EAGAIN);
         ck_assert_uint_eq(tr.want, M0_WANT_READ);
         /* One write of a full record and 5 bytes more: the full record does not end it, so one
@@ -1124,6 +1127,180 @@ START_TEST(TL7_transport_pending_sendfile_close_notify)
 }
 END_TEST
 
+/* The bytes of one record of `text` as the client seals it (its writes go to `mem`). */
+static size_t sealed(SSL *c, BIO *mem, const char *text, unsigned char *out, size_t cap)
+{
+        size_t w = 0;
+        ck_assert_int_eq(SSL_write_ex(c, text, strlen(text), &w), 1);
+        int n = BIO_read(mem, out, (int)cap);
+        ck_assert_int_gt(n, 0);
+        ck_assert_int_eq(BIO_pending(mem), 0);
+        return (size_t)n;
+}
+
+static int unread(int fd)
+{
+        int n = -1;
+        ck_assert_int_eq(ioctl(fd, FIONREAD, &n), 0);
+        return n;
+}
+
+/*
+ * D246: OpenSSL reads from m0's buffer, which one read() of the socket fills. What that read took
+ * beyond the call's need is held where pending() sees it, and is read without the socket: the
+ * request behind the handshake's last flight, records behind a small buffer, across another
+ * connection's reads on the same thread. A record a byte at a time is nothing until its last
+ * byte; the end of file behind a record comes after it.
+ */
+START_TEST(TL7_one_read_of_the_socket_and_what_it_holds)
+{
+        struct m0_tls *t = usual();
+        SSL_CTX *cc = client_ctx(0);
+        struct link l, l2;
+        link_open(&l, t, cc, "a.test", NULL);
+        /* The client's Finished and its first request in one segment: the handshake takes the
+         * Finished; the request's record waits in m0's buffer, seen by pending with the socket
+         * empty, and the read takes it without the socket. */
+        ck_assert_int_eq(m0__tls_handshake(l.s), -EAGAIN);
+        ck_assert_int_eq(SSL_do_handshake(l.c), -1);
+        ck_assert_int_eq(SSL_get_error(l.c, -1), SSL_ERROR_WANT_READ);
+        ck_assert_int_eq(m0__tls_handshake(l.s), -EAGAIN);
+        ck_assert_int_eq(m0__tls_want(l.s), M0_TLS_WANT_READ);
+        ck_assert_int_eq(SSL_do_handshake(l.c), 1);
+        client_write(&l, "GET / HTTP/1.1\r\n\r\n");
+        ck_assert_int_eq(m0__tls_handshake(l.s), 0);
+        ck_assert_int_eq(unread(l.fd[0]), 0);
+        ck_assert_uint_gt(m0__tls_pending(l.s), 18);
+        char buf[64];
+        ck_assert_int_eq(m0__tls_read(l.s, buf, sizeof(buf)), 18);
+        ck_assert_bytes(buf, 18, "GET / HTTP/1.1\r\n\r\n", 18);
+        ck_assert_uint_eq(m0__tls_pending(l.s), 0);
+        ck_assert_int_eq(m0__tls_read(l.s, buf, sizeof(buf)), -EAGAIN);
+
+        /* From here the client's records are sealed into memory and written as we choose. */
+        BIO *mem = BIO_new(BIO_s_mem());
+        ck_assert_ptr_nonnull(mem);
+        SSL_set0_wbio(l.c, mem);
+        unsigned char seg[512];
+        size_t len = 0;
+        len += sealed(l.c, mem, "alpha-", seg + len, sizeof(seg) - len);
+        len += sealed(l.c, mem, "bravo-", seg + len, sizeof(seg) - len);
+        len += sealed(l.c, mem, "charlie", seg + len, sizeof(seg) - len);
+        ck_assert_int_eq(write(l.fd[1], seg, len), (ssize_t)len);
+        /* Three records in one segment, read 5 bytes at a time: the first read empties the
+         * socket, and the rest is pending, never behind a readiness of the fd. */
+        ck_assert_int_eq(m0__tls_read(l.s, buf, 5), 5);
+        ck_assert_bytes(buf, 5, "alpha", 5);
+        ck_assert_int_eq(unread(l.fd[0]), 0);
+        size_t held = m0__tls_pending(l.s);
+        ck_assert_uint_gt(held, 1 + 13);
+        /* Another connection of the same thread reads (its handshake and a ping): the first
+         * one's bytes move out of the thread's buffer and stay whole. */
+        link_open(&l2, t, cc, "a.test", NULL);
+        ck_assert_int_eq(drive(&l2), 0);
+        ping(&l2);
+        ck_assert_uint_eq(m0__tls_pending(l.s), held);
+        char got[32];
+        size_t n = 0;
+        static const int steps[] = {5, 5, 4};
+        for (int i = 0; i < 3; i++) {
+                ck_assert_uint_gt(m0__tls_pending(l.s), 0);
+                ssize_t r = m0__tls_read(l.s, got + n, 5);
+                ck_assert_int_eq(r, steps[i]);
+                n += (size_t)r;
+        }
+        ck_assert_bytes(got, n, "-bravo-charlie", 14);
+        ck_assert_uint_eq(m0__tls_pending(l.s), 0);
+        ck_assert_int_eq(m0__tls_read(l.s, buf, sizeof(buf)), -EAGAIN);
+        ck_assert_int_eq(m0__tls_want(l.s), M0_TLS_WANT_READ);
+
+        /* A record a byte at a time: a want and nothing pending until its last byte. */
+        len = sealed(l.c, mem, "trickle", seg, sizeof(seg));
+        for (size_t i = 0; i + 1 < len; i++) {
+                ck_assert_int_eq(write(l.fd[1], seg + i, 1), 1);
+                ck_assert_int_eq(m0__tls_read(l.s, buf, sizeof(buf)), -EAGAIN);
+                ck_assert_int_eq(m0__tls_want(l.s), M0_TLS_WANT_READ);
+                ck_assert_uint_eq(m0__tls_pending(l.s), 0);
+        }
+        ck_assert_int_eq(write(l.fd[1], seg + len - 1, 1), 1);
+        ck_assert_int_eq(m0__tls_read(l.s, buf, sizeof(buf)), 7);
+        ck_assert_bytes(buf, 7, "trickle", 7);
+
+        /* A record and the end of file behind it: the record, then the end. */
+        len = sealed(l.c, mem, "bye", seg, sizeof(seg));
+        ck_assert_int_eq(write(l.fd[1], seg, len), (ssize_t)len);
+        ck_assert_int_eq(shutdown(l.fd[1], SHUT_WR), 0);
+        ck_assert_int_eq(m0__tls_read(l.s, buf, sizeof(buf)), 3);
+        ck_assert_bytes(buf, 3, "bye", 3);
+        ck_assert_int_eq(m0__tls_read(l.s, buf, sizeof(buf)), 0);
+        ck_assert_uint_eq(m0__tls_pending(l.s), 0);
+
+        link_close(&l2);
+        m0__tls_conn_free(l.s);
+        SSL_free(l.c);
+        close(l.fd[0]);
+        close(l.fd[1]);
+        SSL_CTX_free(cc);
+        m0__tls_free(t);
+}
+END_TEST
+
+/* A connection freed while the thread's buffer holds its bytes gives the buffer back: the next
+ * connection reads into it (D246). */
+START_TEST(TL7_freed_with_bytes_held)
+{
+        struct m0_tls *t = usual();
+        SSL_CTX *cc = client_ctx(0);
+        struct link l, l2;
+        link_open(&l, t, cc, "a.test", NULL);
+        ck_assert_int_eq(drive(&l), 0);
+        client_write(&l, "one");
+        client_write(&l, "two");
+        char buf[8];
+        int i = 0;
+        ssize_t r;
+        while ((r = m0__tls_read(l.s, buf, 2)) == -EAGAIN && i++ < 100)
+                ;
+        ck_assert_int_eq(r, 2);
+        ck_assert_uint_gt(m0__tls_pending(l.s), 1);
+        m0__tls_conn_free(l.s);
+        SSL_free(l.c);
+        close(l.fd[0]);
+        close(l.fd[1]);
+        link_open(&l2, t, cc, "a.test", NULL);
+        ck_assert_int_eq(drive(&l2), 0);
+        ping(&l2);
+        link_close(&l2);
+        SSL_CTX_free(cc);
+        m0__tls_free(t);
+}
+END_TEST
+
+/* TLS 1.2 renegotiation is refused (no_renegotiation) and the session goes on (D246: its
+ * ClientHello read from m0's buffer, the alert written through the socket). */
+START_TEST(TL1_renegotiation_refused)
+{
+        struct m0_tls *t = usual();
+        SSL_CTX *cc = client_ctx(TLS1_2_VERSION);
+        struct link l;
+        link_open(&l, t, cc, "a.test", NULL);
+        ck_assert_int_eq(drive(&l), 0);
+        ck_assert_str_eq(m0__tls_version(l.s), "TLSv1.2");
+        ck_assert_int_eq(SSL_renegotiate(l.c), 1);
+        ck_assert_int_eq(SSL_do_handshake(l.c), -1);
+        ck_assert_int_eq(SSL_get_error(l.c, -1), SSL_ERROR_WANT_READ);
+        char buf[8];
+        ck_assert_int_eq(m0__tls_read(l.s, buf, sizeof(buf)), -EAGAIN);
+        ck_assert_int_eq(m0__tls_want(l.s), M0_TLS_WANT_READ);
+        ck_assert_int_eq(SSL_do_handshake(l.c), -1);
+        ck_assert_int_eq(SSL_get_error(l.c, -1), SSL_ERROR_SSL);
+        ERR_clear_error();
+        link_close(&l);
+        SSL_CTX_free(cc);
+        m0__tls_free(t);
+}
+END_TEST
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("tls");
@@ -1149,6 +1326,9 @@ static Suite *suite(void)
         tcase_add_test(tc, TL4_reload_swaps_for_new_handshakes);
         tcase_add_test(tc, TL5_loops_share_one_context);
         tcase_add_test(tc, TL7_transport_pending_sendfile_close_notify);
+        tcase_add_test(tc, TL7_one_read_of_the_socket_and_what_it_holds);
+        tcase_add_test(tc, TL7_freed_with_bytes_held);
+        tcase_add_test(tc, TL1_renegotiation_refused);
         suite_add_tcase(s, tc);
         return s;
 }
