@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 
 #include <nghttp2/nghttp2.h>
@@ -486,32 +487,28 @@ static void head_whole(struct m0_h2 *h, struct h2_stream *st, bool end_stream)
         m0__route_answer(c, &v, &d, method == HTTP_HEAD, M0__CONN_KEEP);
 }
 
-/* The lines "Name: value\r\n" of `head` as lower-case fields into `nv` (room for them all),
- * leaving out what HTTP/2 forbids (RFC 9113 8.2.2); the names are lowered in `low` as the colon
- * is looked for, one pass over each line (D249). */
-static size_t app_fields(const struct m0_buf *head, char *low, nghttp2_nv *nv)
+/* The lines "Name: value\r\n" of `head` as fields into `nv` (room for them all), leaving out
+ * what HTTP/2 forbids (RFC 9113 8.2.2). The names stay as the app wrote them: nghttp2's copy of
+ * the list lowers them, as nghttp2_submit_response() says (D249). */
+static size_t app_fields(const struct m0_buf *head, nghttp2_nv *nv)
 {
         size_t n = 0;
         const char *p = head->data, *end = head->data + head->len;
         while (p && p < end) {
-                size_t nl = 0;
-                while (p + nl < end && p[nl] != ':') {
-                        char ch = p[nl];
-                        low[nl++] = (char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
-                }
-                const char *v = p + nl + 1;
-                const char *eol = v < end ? memchr(v, '\r', (size_t)(end - v)) : NULL;
+                const char *colon = memchr(p, ':', (size_t)(end - p));
+                const char *eol = colon ? memchr(colon, '\r', (size_t)(end - colon)) : NULL;
                 if (!eol)
                         break;
+                size_t nl = (size_t)(colon - p);
+                const char *v = colon + 1;
                 while (v < eol && *v == ' ')
                         v++;
-                bool hop = (nl == 10 && memcmp(low, "keep-alive", 10) == 0) ||
-                           (nl == 7 && memcmp(low, "upgrade", 7) == 0) ||
-                           (nl == 16 && memcmp(low, "proxy-connection", 16) == 0);
+                bool hop = (nl == 10 && strncasecmp(p, "keep-alive", 10) == 0) ||
+                           (nl == 7 && strncasecmp(p, "upgrade", 7) == 0) ||
+                           (nl == 16 && strncasecmp(p, "proxy-connection", 16) == 0);
                 if (!hop)
-                        nv[n++] = (nghttp2_nv){(uint8_t *)low, (uint8_t *)v, nl, (size_t)(eol - v),
+                        nv[n++] = (nghttp2_nv){(uint8_t *)p, (uint8_t *)v, nl, (size_t)(eol - v),
                                                NGHTTP2_NV_FLAG_NONE};
-                low += nl;
                 p = eol + 2;
         }
         return n;
@@ -521,7 +518,6 @@ static size_t app_fields(const struct m0_buf *head, char *low, nghttp2_nv *nv)
  * its :status and Content-Length values formatted in it. */
 struct h2_head {
         nghttp2_nv stack_nv[64], *nv;
-        char stack_low[1024], *low; /* the app's field names, lowered */
         size_t n;
         char status[3];
         char len[20];
@@ -545,14 +541,8 @@ static int head_begin(struct h2_head *hd, const struct m0_hctx *l, const m0_res 
                         cap++;
         }
         hd->nv = cap <= M0__ARRAY_SIZE(hd->stack_nv) ? hd->stack_nv : malloc(cap * sizeof(*hd->nv));
-        hd->low = res->head.len <= sizeof(hd->stack_low) ? hd->stack_low : malloc(res->head.len);
-        if (!hd->nv || !hd->low) {
-                if (hd->nv != hd->stack_nv)
-                        free(hd->nv);
-                if (hd->low != hd->stack_low)
-                        free(hd->low);
+        if (!hd->nv)
                 return -ENOMEM;
-        }
         /* the three digits, without a format (D249) */
         hd->status[0] = (char)('0' + status / 100 % 10);
         hd->status[1] = (char)('0' + status / 10 % 10);
@@ -587,15 +577,13 @@ static void head_length(struct h2_head *hd, uint64_t n)
 
 static void head_app(struct h2_head *hd, const m0_res *res)
 {
-        hd->n += app_fields(&res->head, hd->low, hd->nv + hd->n);
+        hd->n += app_fields(&res->head, hd->nv + hd->n);
 }
 
 static void head_free(struct h2_head *hd)
 {
         if (hd->nv != hd->stack_nv)
                 free(hd->nv);
-        if (hd->low != hd->stack_low)
-                free(hd->low);
 }
 
 static ssize_t read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len, uint32_t *flags,
