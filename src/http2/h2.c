@@ -1379,6 +1379,7 @@ static int h2_session(struct m0_h2 *h, const struct m0_config *cfg)
                 {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, cfg->max_head_bytes},
                 /* RFC 8441: WebSockets on streams (D230) */
                 {NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1},
+                /* and no SETTINGS_NO_RFC7540_PRIORITIES: measured no cheaper (D250) */
         };
         r = nghttp2_submit_settings(h->s, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) == 0
                     ? 0
