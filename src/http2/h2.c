@@ -35,6 +35,21 @@
 #define H2_SPARE_STREAMS 128
 #define H2_SPARE_BUF 1024
 
+/* Under AddressSanitizer a spare record is poisoned past its link, as a freed one would be, so
+ * that a stream's pointer kept past its close is still caught. */
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/asan_interface.h>
+#define SPARE_POISON(st)                                                                           \
+        ASAN_POISON_MEMORY_REGION((char *)(st) + sizeof((st)->link),                               \
+                                  sizeof(*(st)) - sizeof((st)->link))
+#define SPARE_UNPOISON(st)                                                                         \
+        ASAN_UNPOISON_MEMORY_REGION((char *)(st) + sizeof((st)->link),                             \
+                                    sizeof(*(st)) - sizeof((st)->link))
+#else
+#define SPARE_POISON(st) ((void)(st))
+#define SPARE_UNPOISON(st) ((void)(st))
+#endif
+
 /* One request stream, from its HEADERS until nghttp2 closes it. */
 struct h2_stream {
         struct m0_link link; /* on the session's streams */
@@ -141,6 +156,7 @@ static void spares_free(struct m0_hctx *l)
         while ((n = l->h2_spare)) {
                 struct h2_stream *st = M0__CONTAINER_OF(n, struct h2_stream, link);
                 l->h2_spare = n->next;
+                SPARE_UNPOISON(st);
                 m0__buf_free(&st->fields);
                 m0__buf_free(&st->out);
                 free(st);
@@ -187,6 +203,7 @@ static void stream_free(struct m0_h2 *h, struct h2_stream *st)
         l->h2_spare = &st->link;
         l->h2_nspare++;
         l->h2_spare_free = spares_free;
+        SPARE_POISON(st);
 }
 
 /* A record for a new stream: a spare of the loop's, its buffers emptied, or a new one. */
@@ -198,6 +215,7 @@ static struct h2_stream *stream_new(struct m0_hctx *l)
         l->h2_spare = n->next;
         l->h2_nspare--;
         struct h2_stream *st = M0__CONTAINER_OF(n, struct h2_stream, link);
+        SPARE_UNPOISON(st);
         struct m0_buf fields = st->fields, out = st->out;
         memset(st, 0, sizeof(*st));
         st->fields = (struct m0_buf){.data = fields.data, .cap = fields.cap};
