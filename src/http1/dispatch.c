@@ -247,17 +247,41 @@ void m0__route_answer(struct m0_conn *c, const struct m0_rview *v, const struct 
  */
 /* TL7: an answer over TLS tells the browser to come back over TLS alone, for tls_hsts_s seconds
  * (D145), and to take its Content-Type as it is said (D226): over TLS m0 faces browsers with
- * no proxy to add them. A header its handler set itself stays the only one. */
+ * no proxy to add them. A header its handler set itself stays the only one. The app's lines are
+ * looked through once for both, and the host's own lines go in as CORS's do, the seconds'
+ * digits written without a format (D249). */
 static int tls_fields(const struct m0_hctx *l, m0_res *res)
 {
-        int r = 0;
-        if (l->cfg->tls_hsts_s &&
-            !m0__res_head_value(res, "strict-transport-security", 25, NULL, 0))
-                r = m0_res_headerf(res, "Strict-Transport-Security", "max-age=%u",
-                                   l->cfg->tls_hsts_s);
-        if (r == 0 && !m0__res_head_value(res, "x-content-type-options", 22, NULL, 0))
-                r = m0_res_header(res, "X-Content-Type-Options", "nosniff");
-        return r;
+        bool hsts = false, nosniff = false;
+        for (const char *p = res->head.data, *end = p + res->head.len, *eol; p && p < end;
+             p = eol + 1) {
+                if (!(eol = memchr(p, '\n', (size_t)(end - p))))
+                        break;
+                const char *colon = memchr(p, ':', (size_t)(eol - p));
+                size_t n = colon ? (size_t)(colon - p) : 0;
+                hsts |= n == 25 && strncasecmp(p, "strict-transport-security", 25) == 0;
+                nosniff |= n == 22 && strncasecmp(p, "x-content-type-options", 22) == 0;
+        }
+        char line[96] = "Strict-Transport-Security: max-age=";
+        size_t len = 0;
+        uint32_t max_age = l->cfg->tls_hsts_s;
+        if (max_age && !hsts) {
+                char d[10];
+                size_t k = 0;
+                for (uint32_t s = max_age; s; s /= 10)
+                        d[k++] = (char)('0' + s % 10);
+                len = 35;
+                while (k)
+                        line[len++] = d[--k];
+                line[len++] = '\r';
+                line[len++] = '\n';
+        }
+        static const char xcto[] = "X-Content-Type-Options: nosniff\r\n";
+        if (!nosniff) {
+                memcpy(line + len, xcto, sizeof(xcto) - 1);
+                len += sizeof(xcto) - 1;
+        }
+        return len ? m0__buf_append(&res->head, line, len) : 0;
 }
 
 /* RFC 8441's extended CONNECT (HTTP/2) answered 2xx by a handler that took no WebSocket: a 2xx

@@ -158,6 +158,8 @@ void m0__hctx_destroy(struct m0_hctx *x)
         x->reserve_fd = -1;
         free(x->rscratch);
         free(x->ws_text.text);
+        if (x->h2_spare_free)
+                x->h2_spare_free(x);
         x->rscratch = NULL;
         free(x->req.headers);
         x->req.headers = NULL;
