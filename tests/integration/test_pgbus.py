@@ -18,8 +18,7 @@ from pgtest import Driver, Postgres
 THREADED = True
 
 HEAVY = os.environ.get("M0_HEAVY") == "1"
-RETAIN_LOCK = 468963194226  # LOCK_RETAIN
-ROUND_LOCK = 468963194225  # LOCK_ROUND: a direct batch or a round holds it (D243)
+RETAIN_LOCK = 468963194226  # M0__PGBUS_LOCK_RETAIN
 TERMINATED = "FATAL: terminating connection due to administrator command"
 
 
@@ -350,16 +349,14 @@ def test_G1_large_events_cross_partial_writes():
 
 
 def test_G2_stop_is_bounded_while_the_database_holds_a_batch():
-    """A batch waits on the staging table's lock; `quit 300` stops within its flush bound
-    anyway, says how many accepted events were not committed, and cancels the batch so that it
-    cannot commit once the lock is released. A batch that was staged (another session holds the
-    round's lock) and whose round waits is durable: the stop counts it as published, and the
-    next host's round moves it into the events, once (D243)."""
+    """A batch waits on the counter's lock; `quit 300` stops within its flush bound anyway, says
+    how many accepted events were not committed, and cancels the batch so that it cannot commit
+    once the lock is released."""
     with Postgres() as pg:
         d = start(pg, "stop")
         with pg.session() as s:
             s.run("BEGIN;")
-            s.run("LOCK TABLE m0_bus_staged IN EXCLUSIVE MODE;")
+            s.run("LOCK TABLE m0_bus_counter IN EXCLUSIVE MODE;")
             eq(d.ask("pubn 5 a ev x", r"^PN "), "PN accepted=5 refused=0", "queued")
             t0 = time.monotonic()
             d.send("quit 300")
@@ -373,31 +370,6 @@ def test_G2_stop_is_bounded_while_the_database_holds_a_batch():
             eq(pg.backends("m0/stop/"), [], "the canceled batch's backend is gone")
             s.run("COMMIT;")
         eq(pg.value("SELECT count(*) FROM m0_bus_events"), "0", "the batch was rolled back")
-        eq(pg.value("SELECT count(*) FROM m0_bus_staged"), "0", "and not staged")
-
-        d = start(pg, "stop2")
-        with pg.session() as s:
-            s.run(f"SELECT pg_advisory_lock({ROUND_LOCK});")
-            eq(d.ask("pub a ev staged", r"^P "), "P 0", "published")
-            deadline = time.monotonic() + 20
-            while pg.value("SELECT count(*) FROM m0_bus_staged") != "1" and \
-                    time.monotonic() < deadline:
-                time.sleep(0.05)
-            eq(pg.value("SELECT count(*) FROM m0_bus_staged"), "1", "staged, its round waiting")
-            eq(d.ask("pubn 4 a ev x", r"^PN "), "PN accepted=4 refused=0", "queued behind it")
-            t0 = time.monotonic()
-            d.send("quit 300")
-            eq(d.wait(r"^Q "), "Q left=4", "the staged batch counts as published")
-            eq(d.wait_exit(10), 0, "exit 0")
-            check(time.monotonic() - t0 < 3, "stopped within the bound")
-        eq(pg.value("SELECT count(*) FROM m0_bus_events"), "0", "its round was canceled")
-        other = start(pg, "other")
-        eq(other.ask("pub b ev z", r"^P "), "P 0", "another host publishes")
-        eq(other.wait_events(2), [(1, "a", "ev", "staged"), (2, "b", "ev", "z")],
-           "its round moved the staged batch first, once")
-        eq(pg.value("SELECT count(*) FROM m0_bus_events"), "2", "the table")
-        eq(pg.value("SELECT count(*) FROM m0_bus_staged"), "0", "nothing left staged")
-        eq(other.quit(), 0, "exit")
 
 
 def test_G2_queue_bound_counts_refusals():
@@ -555,11 +527,11 @@ def test_G6_ten_hosts_create_the_schema_once():
         eq(sorted(created + found), sorted(d.name for d in ds), "each said which")
         c = [d for d in ds if d.name == created[0]][0]
         eq([x for x in c.log if "created" in x],
-           ["m0[pgbus-drive]: bus: created the tables m0_bus_events, m0_bus_counter, "
-            "m0_bus_origins and m0_bus_staged in database m0test"], "the line")
+           ["m0[pgbus-drive]: bus: created the tables m0_bus_events, m0_bus_counter and "
+            "m0_bus_origins in database m0test"], "the line")
         eq(sum(d.stats()["created"] for d in ds), 1, "one host counts it")
         eq(pg.value("SELECT count(*) FROM pg_class WHERE relname LIKE 'm0_bus%' AND relkind = 'r'"),
-           "4", "four tables")
+           "3", "three tables")
         eq(pg.value("SELECT count(*) FROM m0_bus_origins"), "10", "one origin per host")
         for i, d in enumerate(ds):
             d.send(f"pub c ev from-{i}")
@@ -711,9 +683,7 @@ def test_G3_a_commit_whose_reply_was_lost_is_not_published_twice():
     """The connection is lost after the server committed a batch but before its answer reached
     the host: on reconnecting the host finds its batch committed (m0_bus_origins) and does not
     send it again; a batch that did not commit (its transaction killed while it waited on the
-    counter) is sent again; a batch that was staged (another session held the round's lock) and
-    whose round was killed while it waited is not sent again, and a round moves it (D243). Each
-    event once."""
+    counter) is sent again. Each event once."""
     with Postgres() as pg:
         proxy = CutProxy(pg)
         try:
@@ -731,30 +701,20 @@ def test_G3_a_commit_whose_reply_was_lost_is_not_published_twice():
                "the committed batch once")
             eq(pg.value("SELECT count(*) FROM m0_bus_events"), "3", "the table")
             eq(d.stats_when_published(3)["published"], 3, "counted as published once")
-            for hold, data in (("BEGIN; LOCK TABLE m0_bus_counter IN EXCLUSIVE MODE;", "retried"),
-                               (f"SELECT pg_advisory_lock({ROUND_LOCK});", "staged")):
-                with pg.session() as s:
-                    s.run(hold)
-                    eq(d.ask(f"pub a ev {data}", r"^P "), "P 0", "")
-                    staged = "1" if data == "staged" else "0"
-                    deadline = time.monotonic() + 20
-                    while not (pg.sql("SELECT 1 FROM pg_stat_activity WHERE application_name = "
-                                      "'m0/cut/publish' AND wait_event_type = 'Lock'") and
-                               pg.value("SELECT count(*) FROM m0_bus_staged") == staged) and \
-                            time.monotonic() < deadline:
-                        time.sleep(0.05)
-                    eq(pg.value("SELECT count(*) FROM m0_bus_staged"), staged,
-                       f"{data}: staged or not")
-                    eq(pg.terminate("m0/cut/publish"), 1, "killed while it waits")
-                    s.run("COMMIT;" if data == "retried" else
-                          f"SELECT pg_advisory_unlock({ROUND_LOCK});")
-                d.wait_events(4 if data == "retried" else 5)
-            ev = d.wait_events(5)
-            eq(ev[3:], [(4, "a", "ev", "retried"), (5, "a", "ev", "staged")],
-               "the rolled-back batch sent again, the staged one moved")
-            eq(pg.value("SELECT count(*) FROM m0_bus_events"), "5", "once")
-            eq(pg.value("SELECT count(*) FROM m0_bus_staged"), "0", "nothing left staged")
-            eq(d.stats_when_published(5)["published"], 5, "each counted once")
+            with pg.session() as s:
+                s.run("BEGIN;")
+                s.run("LOCK TABLE m0_bus_counter IN EXCLUSIVE MODE;")
+                eq(d.ask("pub a ev retried", r"^P "), "P 0", "")
+                deadline = time.monotonic() + 20
+                while not pg.sql("SELECT 1 FROM pg_stat_activity WHERE application_name = "
+                                 "'m0/cut/publish' AND wait_event_type = 'Lock'") and \
+                        time.monotonic() < deadline:
+                    time.sleep(0.05)
+                eq(pg.terminate("m0/cut/publish"), 1, "killed while it waits")
+                s.run("COMMIT;")
+            ev = d.wait_events(4)
+            eq(ev[3], (4, "a", "ev", "retried"), "the rolled-back batch sent again")
+            eq(pg.value("SELECT count(*) FROM m0_bus_events"), "4", "once")
             eq(d.quit(), 0, "exit")
         finally:
             proxy.close()

@@ -15,25 +15,17 @@
 #include "pgbus.h"
 
 /*
- * The design, in short (doc/DECISIONS.md D60–D66, D243):
- *  - Ids come from one row, m0_bus_counter, updated in the transaction that inserts the rows.
- *    Its row lock is held through that transaction's commit, so ids are gap-free and a
- *    transaction holding ids N.. commits before any transaction can take N+k: a reader of
- *    `id > last ORDER BY id` never passes an id that commits later (G1). A rolled-back
- *    transaction rolls its ids back with it.
- *  - A host's batch is first made durable without any lock shared with the other hosts: one
- *    transaction inserts it into m0_bus_staged (concurrent commits share their WAL flushes).
- *    Then, in the same round trip, a round under an advisory lock (one round at a time in the
- *    cluster) moves every staged row into m0_bus_events with the next ids, in one transaction
- *    with the counter's update and the NOTIFY: one flush under the counter for every host's
- *    batches (D243). A round also runs every POLL_EVERY_MS and after a reconnection, for rows a
- *    host staged and could not move.
- *  - A batch carries up to M0__PGBUS_BATCH queued events. The table is the truth: the listener
- *    also reads on (re)connect and every POLL_EVERY_MS.
- *  - Each staging transaction also writes (origin, batch) for this process in m0_bus_origins,
- *    first, so that after a connection fails in the middle of a commit the thread can tell
- *    whether the batch in flight was made durable (and must not be sent twice) or not (and must
- *    be sent again).
+ * The design, in short (doc/DECISIONS.md D60–D66):
+ *  - Ids come from one row, m0_bus_counter, updated in the inserting transaction. Publishers
+ *    serialize on its row lock, so ids are gap-free and a transaction holding ids N.. commits
+ *    before any transaction can take N+k: a reader of `id > last ORDER BY id` never passes an
+ *    id that commits later (G1). A rolled-back transaction rolls its ids back with it.
+ *  - One transaction carries up to M0__PGBUS_BATCH queued events, and the NOTIFY that wakes
+ *    the listeners. The table is the truth: the listener also reads on (re)connect and every
+ *    POLL_EVERY_MS.
+ *  - Each transaction also writes (origin, batch) for this process in m0_bus_origins, first,
+ *    so that after a connection fails in the middle of a commit the thread can tell whether the
+ *    batch in flight committed (and must not be sent twice) or not (and must be sent again).
  *  - Everything runs on one thread with non-blocking libpq and poll(): a connection that hangs
  *    is bounded by CONNECT_TIMEOUT_MS and QUERY_TIMEOUT_MS, a stop is seen at once.
  */
@@ -43,20 +35,14 @@
 #define BACKOFF_MAX_MS 2000
 #define POLL_EVERY_MS 1000
 #define RETAIN_EVERY_MS 60000
-#define MAX_RESULTS 12
+#define MAX_RESULTS 8
 #define T_EVENTS "m0_bus_events"
 #define T_COUNTER "m0_bus_counter"
 #define T_ORIGINS "m0_bus_origins"
-#define T_STAGED "m0_bus_staged"
 #define NOTIFY_CHANNEL "m0_bus"
-/* Advisory lock keys ("m0bus", "m0bur", "m0buq"): creating the schema; retention, one host at a
- * time; a round moving staged rows, one at a time (D243). */
+/* Advisory lock keys ("m0bus", "m0bur"): creating the schema; retention, one host at a time. */
 #define LOCK_SCHEMA "468963194227"
 #define LOCK_RETAIN "468963194226"
-#define LOCK_ROUND "468963194225"
-/* The most staged rows one round moves; a round that moved this many is followed by another. */
-#define ROUND_ROWS 5000
-#define ROUND_ROWS_SQL "5000"
 #define TIME_US "(extract(epoch FROM time) * 1000000)::int8"
 
 /* One accepted publish; the three strings live in `mem`. */
@@ -87,8 +73,7 @@ enum step {
         ST_SCHEMA_LOOK, /* BEGIN, the schema lock, the encoding, the tables' columns */
         ST_SCHEMA_MAKE, /* the missing tables, the counter's row, this origin's row, COMMIT */
         ST_ORIGIN,      /* after a failure: did the batch in flight commit? */
-        ST_BATCH,       /* stage a batch, then a round */
-        ST_ROUND,       /* a round alone */
+        ST_BATCH,
         ST_RETAIN,
         ST_LISTEN,
         ST_START, /* where delivery starts: the counter */
@@ -147,10 +132,8 @@ struct m0_pgbus {
         struct qev *inflight; /* the batch sent and not known to be committed */
         size_t ninflight;
         uint64_t seq, inflight_seq;
-        bool uncertain;    /* a connection failed while `inflight` was out */
-        bool round_wanted; /* staged rows may wait for a round */
-        uint64_t round_at; /* the next round on its own, for rows nobody moved */
-        bool delivering;   /* `last` is known */
+        bool uncertain;  /* a connection failed while `inflight` was out */
+        bool delivering; /* `last` is known */
         uint64_t last;
         bool read_wanted;
         bool last_was_read; /* replays and reads take turns on the listening connection */
@@ -210,11 +193,6 @@ void m0__pgbus_qev_free_list(struct qev *q);
 void m0__pgbus_batch_take(struct m0_pgbus *b);
 void m0__pgbus_batch_send(struct m0_pgbus *b, struct conn *c);
 void m0__pgbus_batch_done(struct m0_pgbus *b, struct conn *c);
-/* A round alone: move what is staged (D243). */
-void m0__pgbus_round_send(struct m0_pgbus *b, struct conn *c);
-void m0__pgbus_round_done(struct m0_pgbus *b, struct conn *c);
-/* The stop canceled the batch in flight: its results so far say whether it was staged. */
-void m0__pgbus_batch_canceled(struct m0_pgbus *b, struct conn *c);
 void m0__pgbus_origin_send(struct m0_pgbus *b, struct conn *c);
 void m0__pgbus_origin_done(struct m0_pgbus *b, struct conn *c);
 void m0__pgbus_retain_send(struct m0_pgbus *b, struct conn *c);

@@ -23,8 +23,7 @@ void m0__pgbus_schema_send(struct m0_pgbus *b, struct conn *c)
                 "SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), "
                 "a.attnotnull FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid "
                 "WHERE c.oid = ANY (ARRAY[to_regclass('" T_COUNTER "'), to_regclass('" T_EVENTS
-                "'), to_regclass('" T_ORIGINS "'), to_regclass('" T_STAGED
-                "')]::oid[]) AND a.attnum > 0 AND NOT "
+                "'), to_regclass('" T_ORIGINS "')]::oid[]) AND a.attnum > 0 AND NOT "
                 "a.attisdropped ORDER BY c.relname, a.attnum");
 }
 
@@ -42,11 +41,6 @@ static const struct column {
         {T_ORIGINS, "origin", "text", true},
         {T_ORIGINS, "batch", "bigint", true},
         {T_ORIGINS, "time", "timestamp with time zone", true},
-        {T_STAGED, "sid", "bigint", true},
-        {T_STAGED, "channel", "text", true},
-        {T_STAGED, "event", "text", false},
-        {T_STAGED, "data", "text", true},
-        {T_STAGED, "time", "timestamp with time zone", true},
 };
 
 static const struct {
@@ -59,8 +53,6 @@ static const struct {
                    "CREATE INDEX " T_EVENTS "_channel ON " T_EVENTS " (channel, id);"},
         {T_ORIGINS, "CREATE TABLE " T_ORIGINS " (origin text PRIMARY KEY, batch bigint NOT NULL, "
                     "time timestamptz NOT NULL DEFAULT now());"},
-        {T_STAGED, "CREATE TABLE " T_STAGED " (sid bigserial PRIMARY KEY, channel text NOT NULL, "
-                   "event text, data text NOT NULL, time timestamptz NOT NULL DEFAULT now());"},
 };
 
 static void column_text(char *out, size_t len, const char *name, const char *type, bool notnull)
@@ -177,8 +169,8 @@ void m0__pgbus_schema_made(struct m0_pgbus *b, struct conn *c)
         pthread_mutex_unlock(&b->lock);
         if (created)
                 m0__log(M0_LOG_NOTICE, -1, NULL,
-                        "bus: created the tables " T_EVENTS ", " T_COUNTER ", " T_ORIGINS
-                        " and " T_STAGED " in database %s",
+                        "bus: created the tables " T_EVENTS ", " T_COUNTER " and " T_ORIGINS
+                        " in database %s",
                         PQdb(c->pg));
         else
                 m0__log(M0_LOG_INFO, -1, NULL, "bus: found m0's tables in database %s",
@@ -242,56 +234,25 @@ void m0__pgbus_batch_take(struct m0_pgbus *b)
 }
 
 /*
- * A round (D243): under the round's advisory lock (one round or direct batch at a time in the
- * cluster, taken after the staging transaction committed, so that the DELETE's snapshot holds
- * this host's batch), the oldest staged rows are deleted and inserted into the events with the
- * counter's next ids, in staging order, with their staging time, and the listeners are
- * notified, in one transaction. A round that finds nothing staged writes nothing and commits
- * without a flush. A missing counter row makes the ids NULL and the transaction fail rather
- * than lose the rows. `LOCK` is true when the round is to run, and takes the lock: after a
- * batch, only when it was staged (m0.staged, which the batch's transaction set), waiting; when
- * this host wants a round (it may have rows staged), waiting; the round every POLL_EVERY_MS,
- * for rows nobody moved, only when the lock is free.
- */
-#define LOCK_WAIT "(SELECT true FROM pg_advisory_xact_lock(" LOCK_ROUND "))"
-#define LOCK_TRY "pg_try_advisory_xact_lock(" LOCK_ROUND ")"
-#define LOCK_IF_STAGED                                                                             \
-        "CASE WHEN current_setting('m0.staged')::bool THEN " LOCK_WAIT " ELSE false END"
-#define ROUND_SQL(LOCK)                                                                            \
-        "BEGIN; SELECT set_config('m0.round', (" LOCK ")::text, true);"                            \
-        "WITH s AS (DELETE FROM " T_STAGED " WHERE current_setting('m0.round')::bool AND sid IN "  \
-        "(SELECT sid FROM " T_STAGED " ORDER BY sid LIMIT " ROUND_ROWS_SQL                         \
-        ") RETURNING sid, channel, event, data, time), "                                           \
-        "k AS (SELECT count(*) AS n FROM s), "                                                     \
-        "c AS (UPDATE " T_COUNTER " SET last_id = last_id + k.n FROM k WHERE k.n > 0 "             \
-        "RETURNING last_id - k.n AS base), "                                                       \
-        "i AS (INSERT INTO " T_EVENTS " (id, channel, event, data, time) SELECT (SELECT base "     \
-        "FROM c) + row_number() OVER (ORDER BY sid), channel, event, data, time FROM s) "          \
-        "SELECT n, CASE WHEN n > 0 THEN pg_notify('" NOTIFY_CHANNEL "', '') END FROM k;"           \
-        "COMMIT"
-
-/*
- * One round trip, two transactions (D243). The first writes this origin's batch number first
- * (its row lock orders a later check behind this transaction), then, when the round's lock is
- * free, takes it and inserts the rows directly with the counter's next ids and the NOTIFY (as
- * a round does; the lock and the counter's row are held through the commit); when another
- * host's batch or round holds it, stages the rows instead, sharing no lock with another host,
- * so that the hosts' commits share their flushes. Either commit makes the batch durable (D62).
- * The second transaction is a round when the batch was staged, nothing otherwise.
+ * One transaction (a simple query of several statements is one): this origin's batch number
+ * first (its row lock orders a later check behind this transaction), then the counter, whose
+ * row lock serializes publishers, and the rows, then the NOTIFY. A missing counter row makes
+ * the ids NULL and the whole transaction fail rather than commit nothing.
  */
 void m0__pgbus_batch_send(struct m0_pgbus *b, struct conn *c)
 {
         struct m0_buf *s = &b->sql;
         s->len = 0;
         b->inflight_seq = ++b->seq;
-        int r = m0__buf_printf(
-                s,
-                "BEGIN; INSERT INTO " T_ORIGINS " (origin, batch, time) VALUES ('%s', "
-                "%" PRIu64 ", now()) ON CONFLICT (origin) DO UPDATE SET batch = "
-                "excluded.batch, time = excluded.time;"
-                "WITH lk AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(" LOCK_ROUND
-                ") AS got), v (n, channel, event, data) AS (VALUES ",
-                b->origin, b->inflight_seq);
+        int r = m0__buf_printf(s,
+                               "INSERT INTO " T_ORIGINS " (origin, batch, time) VALUES ('%s', "
+                               "%" PRIu64 ", now()) ON CONFLICT (origin) DO UPDATE SET batch = "
+                               "excluded.batch, time = excluded.time;"
+                               "WITH c AS (UPDATE " T_COUNTER " SET last_id = last_id + %zu "
+                               "RETURNING last_id - %zu AS base) INSERT INTO " T_EVENTS
+                               " (id, channel, event, data) SELECT (SELECT base FROM c) + v.n, "
+                               "v.channel, v.event, v.data FROM (VALUES ",
+                               b->origin, b->inflight_seq, b->ninflight, b->ninflight);
         size_t i = 1;
         for (struct qev *q = b->inflight; q && r >= 0; q = q->next, i++) {
                 r = m0__buf_printf(s, "%s(%zu,", i > 1 ? "," : "", i);
@@ -310,19 +271,8 @@ void m0__pgbus_batch_send(struct m0_pgbus *b, struct conn *c)
                         r = m0__buf_printf(s, ")");
         }
         if (r >= 0)
-                r = m0__buf_printf(
-                        s,
-                        "), c AS (UPDATE " T_COUNTER " SET last_id = last_id + %zu FROM lk WHERE "
-                        "lk.got RETURNING last_id - %zu AS base), "
-                        "d AS (INSERT INTO " T_EVENTS " (id, channel, event, data) SELECT (SELECT "
-                        "base FROM c) + v.n, v.channel, v.event, v.data FROM v, lk WHERE lk.got "
-                        "ORDER BY v.n), "
-                        "st AS (INSERT INTO " T_STAGED " (channel, event, data) SELECT v.channel, "
-                        "v.event, v.data FROM v, lk WHERE NOT lk.got ORDER BY v.n) "
-                        "SELECT got, set_config('m0.staged', (NOT got)::text, false), CASE WHEN "
-                        "got THEN pg_notify('" NOTIFY_CHANNEL "', '') END FROM lk;"
-                        "COMMIT; " ROUND_SQL(LOCK_IF_STAGED),
-                        b->ninflight, b->ninflight);
+                r = m0__buf_printf(s, ") AS v(n, channel, event, data) ORDER BY v.n;"
+                                      "NOTIFY " NOTIFY_CHANNEL);
         if (r < 0) {
                 m0__pgbus_conn_fail(b, c, "out of memory building a batch");
                 return;
@@ -345,43 +295,12 @@ static void batch_committed(struct m0_pgbus *b)
         b->read_wanted = true;
 }
 
-/* The round's answer (its third result): how many rows it moved. A round that moved as many
- * as it may leaves more staged: another follows at once. */
-static void round_moved(struct m0_pgbus *b, const PGresult *r)
-{
-        uint64_t n = r && PQntuples(r) == 1 ? strtoull(PQgetvalue(r, 0, 0), NULL, 10) : 0;
-        b->round_wanted = n >= ROUND_ROWS;
-        b->round_at = m0__now_ms() + POLL_EVERY_MS;
-}
-
 void m0__pgbus_batch_done(struct m0_pgbus *b, struct conn *c)
 {
-        /* results: BEGIN, the origin's upsert, the staging insert, COMMIT, then the round's BEGIN,
-         * lock, move, COMMIT; an error fails the connection (the origin's check follows) */
+        /* results: the origin's upsert, the insert, NOTIFY; an error fails the connection */
         batch_committed(b);
         b->last_was_retain = false;
-        round_moved(b, c->nres >= 7 ? c->res[6] : NULL);
-}
-
-void m0__pgbus_round_send(struct m0_pgbus *b, struct conn *c)
-{
-        m0__pgbus_conn_send(b, c, ST_ROUND,
-                            b->round_wanted ? ROUND_SQL(LOCK_WAIT) : ROUND_SQL(LOCK_TRY));
-        b->round_wanted = false;
-}
-
-void m0__pgbus_round_done(struct m0_pgbus *b, struct conn *c)
-{
-        /* results: BEGIN, lock, move, COMMIT */
-        round_moved(b, c->nres >= 3 ? c->res[2] : NULL);
-}
-
-/* The stop canceled the batch in flight: when its staging transaction's COMMIT (the fourth
- * result) succeeded, the batch is durable and a round will move it, here or on another host. */
-void m0__pgbus_batch_canceled(struct m0_pgbus *b, struct conn *c)
-{
-        if (b->inflight && c->nres >= 4 && PQresultStatus(c->res[3]) == PGRES_COMMAND_OK)
-                batch_committed(b);
+        (void)c;
 }
 
 void m0__pgbus_origin_send(struct m0_pgbus *b, struct conn *c)
@@ -406,7 +325,6 @@ void m0__pgbus_origin_done(struct m0_pgbus *b, struct conn *c)
         b->uncertain = false;
         if (b->inflight && got >= b->inflight_seq)
                 batch_committed(b);
-        b->round_wanted = true; /* it may be staged and not moved */
 }
 
 /* ---- retention (G5) ---- */

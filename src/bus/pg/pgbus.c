@@ -246,7 +246,6 @@ static void conn_made(struct m0_pgbus *b, struct conn *c)
         pthread_mutex_lock(&b->lock);
         bool known = b->schema_ok;
         pthread_mutex_unlock(&b->lock);
-        b->round_wanted = true; /* rows staged while no round could run */
         if (known) {
                 c->ready = true;
                 c->backoff_ms = 0;
@@ -288,7 +287,6 @@ static void query_done(struct m0_pgbus *b, struct conn *c)
         case ST_SCHEMA_MAKE: m0__pgbus_schema_made(b, c); break;
         case ST_ORIGIN: m0__pgbus_origin_done(b, c); break;
         case ST_BATCH: m0__pgbus_batch_done(b, c); break;
-        case ST_ROUND: m0__pgbus_round_done(b, c); break;
         case ST_RETAIN: m0__pgbus_retain_done(b, c); break;
         case ST_LISTEN:
                 c->ready = true;
@@ -359,33 +357,6 @@ static void conn_io(struct m0_pgbus *b, struct conn *c, short revents)
         conn_parse(b, c);
 }
 
-/* After the stop's cancel: read the batch's answer for up to a second, so that a batch whose
- * staging transaction committed before the cancel counts as published (D243). */
-static void cancel_drain(struct m0_pgbus *b, struct conn *c)
-{
-        uint64_t end = m0__now_ms() + 1000;
-        for (;;) {
-                while (!PQisBusy(c->pg)) {
-                        PGresult *r = PQgetResult(c->pg);
-                        if (!r) {
-                                m0__pgbus_batch_canceled(b, c);
-                                return;
-                        }
-                        if (c->nres < MAX_RESULTS)
-                                c->res[c->nres++] = r;
-                        else
-                                PQclear(r);
-                }
-                uint64_t now = m0__now_ms();
-                if (now >= end || PQstatus(c->pg) == CONNECTION_BAD)
-                        break;
-                struct pollfd pfd = {.fd = PQsocket(c->pg), .events = POLLIN};
-                if (pfd.fd < 0 || poll(&pfd, 1, (int)(end - now)) < 0 || !PQconsumeInput(c->pg))
-                        break;
-        }
-        m0__pgbus_batch_canceled(b, c);
-}
-
 static bool stop_now(struct m0_pgbus *b, uint64_t now)
 {
         pthread_mutex_lock(&b->lock);
@@ -405,20 +376,13 @@ static void work(struct m0_pgbus *b, uint64_t now)
         struct conn *p = &b->c[PUB];
         if (p->pg && p->ready && p->step == ST_NONE) {
                 bool pending = b->inflight || queued;
-                /* A round this host wants goes before its next batch: a batch of this host's
-                 * may be staged and not moved, and the next one may go straight to the events
-                 * (D243). */
                 if (b->uncertain)
                         m0__pgbus_origin_send(b, p);
-                else if (b->round_wanted)
-                        m0__pgbus_round_send(b, p);
                 else if (b->delivering && pending && (!b->retain_active || b->last_was_retain)) {
                         m0__pgbus_batch_take(b);
                         if (b->inflight)
                                 m0__pgbus_batch_send(b, p);
-                } else if (now >= b->round_at)
-                        m0__pgbus_round_send(b, p);
-                else if (b->retain_active && !stopping)
+                } else if (b->retain_active && !stopping)
                         m0__pgbus_retain_send(b, p);
         }
         struct conn *l = &b->c[LSN];
@@ -503,9 +467,6 @@ static int poll_timeout(struct m0_pgbus *b, uint64_t now)
         const struct conn *l = &b->c[LSN];
         if (l->ready && l->step == ST_NONE && schema_ok && b->delivering && b->poll_at < next)
                 next = b->poll_at;
-        const struct conn *p = &b->c[PUB];
-        if (p->ready && p->step == ST_NONE && b->round_at < next)
-                next = b->round_at;
         if ((b->opt.retain_s || b->opt.retain_rows) && !b->retain_active && b->c[PUB].ready &&
             !stopping && b->retain_at < next)
                 next = b->retain_at;
@@ -564,15 +525,12 @@ void *m0__pgbus_main(void *arg)
         if (p->pg && p->step == ST_BATCH) {
                 PGcancel *k = PQgetCancel(p->pg);
                 char why[256];
-                bool canceled = k && PQcancel(k, why, sizeof(why));
-                if (k && !canceled)
+                if (k && !PQcancel(k, why, sizeof(why)))
                         m0__log(M0_LOG_WARNING, -1, NULL,
                                 "bus: could not cancel the batch in flight at the stop (%s); it "
                                 "may still commit",
                                 why);
                 PQfreeCancel(k);
-                if (canceled)
-                        cancel_drain(b, p);
         }
         m0__pgbus_conn_close(&b->c[PUB]);
         m0__pgbus_conn_close(&b->c[LSN]);
