@@ -247,10 +247,11 @@ int m0__files_serve(m0_req *req, m0_res *res, void *state)
         read_fields(req, &c, &ae);
         /* D237: a name this turn resolved already is served from what it found */
         struct m0_fturn *t = req->files_turn;
-        struct m0_fent own = {.fd = -1};
+        struct m0_fent own; /* cleared only when it is used: it is a few hundred bytes (D251) */
         struct m0_fent *f = t ? m0__fturn_find(t, r->files_root, name, ae) : NULL;
         int e;
         if (!f) {
+                own = (struct m0_fent){.fd = -1};
                 if ((e = find_file(r, name, ae, &own)) < 0)
                         return refuse(req, name, e);
                 f = t ? m0__fturn_add(t, r->files_root, name, ae, &own) : NULL;
@@ -260,15 +261,18 @@ int m0__files_serve(m0_req *req, m0_res *res, void *state)
         /* none yet, or none made when memory ran out: an ETag line is never empty */
         if (!f->lines.len && (e = make_lines(f, r, name)) < 0) {
                 f->lines.len = 0;
-                if (f == &own)
+                if (f == &own) {
                         close(own.fd);
-                m0__buf_free(&own.lines);
+                        m0__buf_free(&own.lines);
+                }
                 return e;
         }
         bool gave = false;
         e = answer(req, res, &c, name, f, &gave);
-        if (f == &own && !gave)
-                close(own.fd);
-        m0__buf_free(&own.lines);
+        if (f == &own) {
+                if (!gave)
+                        close(own.fd);
+                m0__buf_free(&own.lines);
+        }
         return e;
 }
