@@ -46,10 +46,38 @@ static int make_key(struct m0_buf *k, int root, const char *name, const char *ae
         return 0;
 }
 
+/* Whether key k is (root, name [nl bytes], ae [al bytes] or NULL), as make_key() lays it out. */
+static bool key_is(const struct m0_buf *k, int root, const char *name, uint32_t nl, const char *ae,
+                   size_t al)
+{
+        const char *p = k->data;
+        if (k->len != sizeof(root) + sizeof(nl) + nl + 1 + al || memcmp(p, &root, sizeof(root)) ||
+            memcmp(p + sizeof(root), &nl, sizeof(nl)))
+                return false;
+        p += sizeof(root) + sizeof(nl);
+        return memcmp(p, name, nl) == 0 && p[nl] == (ae ? 1 : 0) &&
+               (!al || memcmp(p + nl + 1, ae, al) == 0);
+}
+
+/* Up to this many entries a lookup compares the keys one by one: cheaper than hashing the key
+ * (D251); the map is for the turns that open many names. */
+#define SCAN_MAX 8
+
 struct m0_fent *m0__fturn_find(struct m0_fturn *t, int root, const char *name, const char *ae)
 {
+        if (!t->n)
+                return NULL;
+        if (t->n <= SCAN_MAX) {
+                size_t nl = strlen(name), al = ae ? strlen(ae) : 0;
+                if (nl > UINT32_MAX)
+                        return NULL;
+                for (uint32_t i = 0; i < t->n; i++)
+                        if (key_is(&t->ent[i].key, root, name, (uint32_t)nl, ae, al))
+                                return &t->ent[i];
+                return NULL;
+        }
         struct m0_buf *k = &t->look;
-        if (!t->n || make_key(k, root, name, ae) < 0 || k->len > UINT32_MAX)
+        if (make_key(k, root, name, ae) < 0 || k->len > UINT32_MAX)
                 return NULL;
         struct m0_hnode *n = m0__hmap_find(&t->map, m0__hash(k->data, k->len), k->data, k->len);
         return n ? M0__CONTAINER_OF(n, struct m0_fent, node) : NULL;

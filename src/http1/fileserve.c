@@ -50,29 +50,47 @@ static int to_directory(const m0_req *req, m0_res *res)
         return r;
 }
 
+/* "name" + v + CRLF onto b; 0 or -ENOMEM. */
+static int put_line(struct m0_buf *b, const char *name, size_t nn, const char *v)
+{
+        size_t vn = strlen(v);
+        if (m0__buf_reserve(b, nn + vn + 2) < 0)
+                return -ENOMEM;
+        char *p = b->data + b->len;
+        memcpy(p, name, nn);
+        memcpy(p + nn, v, vn);
+        memcpy(p + nn + vn, "\r\n", 2);
+        b->len += nn + vn + 2;
+        return 0;
+}
+
+#define PUT_LINE(b, name, v) put_line(b, name, sizeof(name) - 1, v)
+
 /* f's header lines into f->lines, made once for every answer of the turn (D239): the
  * validators and the caching every answer about the file carries (D202), then what a 200 or a
- * 206 adds. */
+ * 206 adds. Copied, not printed (D251). */
 static int make_lines(struct m0_fent *f, const struct m0_croute *r, const char *name)
 {
         struct m0_buf *b = &f->lines;
         b->len = 0;
-        int e = m0__buf_printf(b, "ETag: %s\r\n", f->etag);
+        int e = PUT_LINE(b, "ETag: ", f->etag);
         f->tag = (uint32_t)b->len;
         if (e == 0)
-                e = m0__buf_printf(b, "Last-Modified: %s\r\n", f->mtime);
+                e = PUT_LINE(b, "Last-Modified: ", f->mtime);
         f->lm = (uint32_t)b->len;
         if (e == 0)
-                e = m0__buf_printf(b, "Cache-Control: %s\r\nVary: Accept-Encoding\r\n",
-                                   m0__files_cache_control(r->def->cache_control, name));
+                e = PUT_LINE(
+                        b, "Cache-Control: ", m0__files_cache_control(r->def->cache_control, name));
+        if (e == 0)
+                e = PUT_LINE(b, "Vary: ", "Accept-Encoding");
         f->val = (uint32_t)b->len;
         if (e == 0)
-                e = m0__buf_printf(b, "Accept-Ranges: bytes\r\n");
+                e = PUT_LINE(b, "Accept-Ranges: ", "bytes");
         f->ar = (uint32_t)b->len;
         if (e == 0)
-                e = m0__buf_printf(b, "Content-Type: %s\r\n", f->ctype);
+                e = PUT_LINE(b, "Content-Type: ", f->ctype);
         if (e == 0 && f->coding != M0_CODING_IDENTITY)
-                e = m0__buf_printf(b, "Content-Encoding: %s\r\n", m0__coding_name(f->coding));
+                e = PUT_LINE(b, "Content-Encoding: ", m0__coding_name(f->coding));
         return e;
 }
 
@@ -84,25 +102,62 @@ static int lines(m0_res *res, const struct m0_fent *f, uint32_t from, uint32_t t
 
 /* The file's status under the request's conditions and Range (RFC 9110 13.2.2, 14; D177),
  * with [*ret_start, + *ret_len) the bytes a 200 or 206 sends. */
-static int status_of(const m0_req *req, const struct m0_fent *f, const char *etag,
+static int status_of(const struct m0_cond *c, const struct m0_fent *f, const char *etag,
                      uint64_t *ret_start, uint64_t *ret_len)
 {
         int64_t mtime = (int64_t)f->st.st_mtim.tv_sec;
-        const struct m0_cond c = {.if_match = m0_req_header(req, "if-match"),
-                                  .if_none_match = m0_req_header(req, "if-none-match"),
-                                  .if_modified_since = m0_req_header(req, "if-modified-since"),
-                                  .if_unmodified_since = m0_req_header(req, "if-unmodified-since"),
-                                  .if_range = m0_req_header(req, "if-range"),
-                                  .range = m0_req_header(req, "range")};
-        int st = m0__files_conditional(&c, etag, mtime);
+        int st = m0__files_conditional(c, etag, mtime);
         if (st)
                 return st;
         uint64_t size = (uint64_t)f->st.st_size;
         *ret_start = 0;
         *ret_len = size;
-        if (!c.range || !m0__files_if_range(c.if_range, etag, mtime))
+        if (!c->range || !m0__files_if_range(c->if_range, etag, mtime))
                 return 200;
-        return m0__files_range(c.range, size, ret_start, ret_len);
+        return m0__files_range(c->range, size, ret_start, ret_len);
+}
+
+/* The fields a file's answer reads (its conditions, Range, Accept-Encoding), each the first of
+ * its name as m0_req_header() finds it, in one walk of the request's fields rather than seven
+ * (D251): most requests carry none of them. */
+static void read_fields(const m0_req *req, struct m0_cond *c, const char **ret_ae)
+{
+        *c = (struct m0_cond){0};
+        *ret_ae = NULL;
+        for (size_t i = 0; i < req->nheaders; i++) {
+                const char *n = req->headers[i].name, *v = req->headers[i].value;
+                const char **slot = NULL;
+                switch (n[0]) {
+                case 'a':
+                case 'A':
+                        if (strcasecmp(n, "accept-encoding") == 0)
+                                slot = ret_ae;
+                        break;
+                case 'r':
+                case 'R':
+                        if (strcasecmp(n, "range") == 0)
+                                slot = &c->range;
+                        break;
+                case 'i':
+                case 'I':
+                        if (strncasecmp(n, "if-", 3) != 0)
+                                break;
+                        if (strcasecmp(n + 3, "match") == 0)
+                                slot = &c->if_match;
+                        else if (strcasecmp(n + 3, "none-match") == 0)
+                                slot = &c->if_none_match;
+                        else if (strcasecmp(n + 3, "modified-since") == 0)
+                                slot = &c->if_modified_since;
+                        else if (strcasecmp(n + 3, "unmodified-since") == 0)
+                                slot = &c->if_unmodified_since;
+                        else if (strcasecmp(n + 3, "range") == 0)
+                                slot = &c->if_range;
+                        break;
+                default: break;
+                }
+                if (slot && !*slot)
+                        *slot = v;
+        }
 }
 
 /* What `name` finds beneath route r's root under Accept-Encoding `ae` (NULL: absent), into *e
@@ -137,15 +192,36 @@ static int find_file(const struct m0_croute *r, const char *name, const char *ae
 
 /* The answer about file f; its body is f's fd, given to res (shared when the turn's cache holds
  * it). True in *ret_gave when res took the fd. */
-static int answer(m0_req *req, m0_res *res, const struct m0_croute *r, const char *name,
+static int answer(m0_req *req, m0_res *res, const struct m0_cond *c, const char *name,
                   struct m0_fent *f, bool *ret_gave)
 {
         size_t nl = strlen(name);
         if (f->index && nl && name[nl - 1] != '/')
                 return to_directory(req, res);
         uint64_t start = 0, len = 0;
-        int st = status_of(req, f, f->etag, &start, &len);
+        int st = status_of(c, f, f->etag, &start, &len);
         res->status = st;
+        bool coded = f->coding != M0_CODING_IDENTITY;
+        if (st == 200 || st == 206) { /* all the lines, in one copy (D251) */
+                int e = lines(res, f, 0, (uint32_t)f->lines.len, coded ? 7 : 6);
+                if (e == 0 && st == 206)
+                        e = m0_res_headerf(res, "Content-Range",
+                                           "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, start,
+                                           start + len - 1, (uint64_t)f->st.st_size);
+                if (e < 0)
+                        return e;
+                res->body.len = 0;
+                res->file.on = true;
+                res->file.shared = f->cached;
+                res->file.ent = f->cached ? f : NULL;
+                res->file.fd = f->fd;
+                res->file.off = start;
+                res->file.len = len;
+                res->coded =
+                        true; /* its bytes are the file's, or its sibling's: never coded again */
+                *ret_gave = true;
+                return 0;
+        }
         /* a 304 carries what RFC 9110 15.4.5 asks of it, its ETag standing for Last-Modified
          * (D238); every other answer D202's validators */
         int e = lines(res, f, 0, f->tag, 1);
@@ -157,25 +233,8 @@ static int answer(m0_req *req, m0_res *res, const struct m0_croute *r, const cha
                 return e;
         if ((e = lines(res, f, f->val, f->ar, 1)) < 0)
                 return e;
-        if (st == 416)
-                return m0_res_headerf(res, "Content-Range", "bytes */%" PRIu64,
-                                      (uint64_t)f->st.st_size);
-        e = lines(res, f, f->ar, (uint32_t)f->lines.len, f->coding != M0_CODING_IDENTITY ? 2 : 1);
-        if (e == 0 && st == 206)
-                e = m0_res_headerf(res, "Content-Range", "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64,
-                                   start, start + len - 1, (uint64_t)f->st.st_size);
-        if (e < 0)
-                return e;
-        res->body.len = 0;
-        res->file.on = true;
-        res->file.shared = f->cached;
-        res->file.ent = f->cached ? f : NULL;
-        res->file.fd = f->fd;
-        res->file.off = start;
-        res->file.len = len;
-        res->coded = true; /* its bytes are the file's, or its sibling's: never coded again */
-        *ret_gave = true;
-        return 0;
+        /* a 416 */
+        return m0_res_headerf(res, "Content-Range", "bytes */%" PRIu64, (uint64_t)f->st.st_size);
 }
 
 int m0__files_serve(m0_req *req, m0_res *res, void *state)
@@ -183,13 +242,16 @@ int m0__files_serve(m0_req *req, m0_res *res, void *state)
         (void)state;
         const struct m0_croute *r = req->route;
         const char *name = file_name(req, r);
-        const char *ae = m0_req_header(req, "accept-encoding");
+        struct m0_cond c;
+        const char *ae;
+        read_fields(req, &c, &ae);
         /* D237: a name this turn resolved already is served from what it found */
         struct m0_fturn *t = req->files_turn;
-        struct m0_fent own = {.fd = -1};
+        struct m0_fent own; /* cleared only when it is used: it is a few hundred bytes (D251) */
         struct m0_fent *f = t ? m0__fturn_find(t, r->files_root, name, ae) : NULL;
         int e;
         if (!f) {
+                own = (struct m0_fent){.fd = -1};
                 if ((e = find_file(r, name, ae, &own)) < 0)
                         return refuse(req, name, e);
                 f = t ? m0__fturn_add(t, r->files_root, name, ae, &own) : NULL;
@@ -199,15 +261,18 @@ int m0__files_serve(m0_req *req, m0_res *res, void *state)
         /* none yet, or none made when memory ran out: an ETag line is never empty */
         if (!f->lines.len && (e = make_lines(f, r, name)) < 0) {
                 f->lines.len = 0;
-                if (f == &own)
+                if (f == &own) {
                         close(own.fd);
-                m0__buf_free(&own.lines);
+                        m0__buf_free(&own.lines);
+                }
                 return e;
         }
         bool gave = false;
-        e = answer(req, res, r, name, f, &gave);
-        if (f == &own && !gave)
-                close(own.fd);
-        m0__buf_free(&own.lines);
+        e = answer(req, res, &c, name, f, &gave);
+        if (f == &own) {
+                if (!gave)
+                        close(own.fd);
+                m0__buf_free(&own.lines);
+        }
         return e;
 }

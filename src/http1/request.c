@@ -52,6 +52,24 @@ static int hexval(int ch)
 ssize_t m0__pct_decode(const char *s, size_t n, char *out, unsigned flags)
 {
         bool strict = flags & M0__PCT_STRICT;
+        /* Nothing to decode (no '%', no '+' that is a space): the bytes as they are, the checks
+         * made a segment at a time (D251) */
+        if (n && !memchr(s, '%', n) && (!(flags & M0__PCT_PLUS) || !memchr(s, '+', n))) {
+                if (s[0] == '/' && (flags & M0__PCT_RELATIVE))
+                        return -EINVAL;
+                for (const char *g = s, *end = s + n; strict;) {
+                        const char *sl = memchr(g, '/', (size_t)(end - g));
+                        size_t gn = (size_t)((sl ? sl : end) - g);
+                        if (gn && gn <= 2 && g[0] == '.' && g[gn - 1] == '.')
+                                return -EINVAL; /* "." or ".." */
+                        if (!sl)
+                                break;
+                        g = sl + 1;
+                }
+                if (out)
+                        memcpy(out, s, n);
+                return (ssize_t)n;
+        }
         size_t o = 0, seg = 0; /* the decoded segment so far, for the dot-segment check */
         bool dots = true;
         for (size_t i = 0; i < n; i++) {

@@ -309,6 +309,65 @@ START_TEST(turn_cache)
 }
 END_TEST
 
+/* SF5 (D251): past the few entries a lookup compares one by one, the map finds each entry by
+ * the same key, and a near miss finds none, before and after the switch */
+START_TEST(turn_cache_many)
+{
+        int fds = nfds();
+        struct m0_fturn t;
+        ck_assert_int_eq(m0__fturn_init(&t, 12, 8), 0);
+        char names[10][16];
+        struct m0_fent *got[10];
+        for (int i = 0; i < 10; i++) {
+                snprintf(names[i], sizeof(names[i]), "n%d", i);
+                struct m0_fent e = opened("hello.txt");
+                got[i] = m0__fturn_add(&t, root, names[i], i % 2 ? "gzip" : NULL, &e);
+                ck_assert_ptr_nonnull(got[i]);
+                for (int k = 0; k <= i; k++) {
+                        ck_assert_ptr_eq(m0__fturn_find(&t, root, names[k], k % 2 ? "gzip" : NULL),
+                                         got[k]);
+                        ck_assert_ptr_null(
+                                m0__fturn_find(&t, root, names[k], k % 2 ? NULL : "gzip"));
+                        ck_assert_ptr_null(
+                                m0__fturn_find(&t, root + 1000, names[k], k % 2 ? "gzip" : NULL));
+                }
+                ck_assert_ptr_null(m0__fturn_find(&t, root, "n", NULL));
+                ck_assert_ptr_null(m0__fturn_find(&t, root, "n10", NULL));
+        }
+        m0__fturn_free(&t);
+        ck_assert_int_eq(nfds(), fds);
+}
+END_TEST
+
+/* SF1 (D251): the ETag and the HTTP-date are formatted by hand, as the printf formats did */
+START_TEST(formats)
+{
+        char d[M0__HTTP_DATE_MAX];
+        m0__http_date(784111777, d);
+        ck_assert_str_eq(d, "Sun, 06 Nov 1994 08:49:37 GMT");
+        m0__http_date(0, d);
+        ck_assert_str_eq(d, "Thu, 01 Jan 1970 00:00:00 GMT");
+        m0__http_date(253402300799, d);
+        ck_assert_str_eq(d, "Fri, 31 Dec 9999 23:59:59 GMT");
+        m0__http_date(253402300800, d); /* past 9999: the epoch, as before */
+        ck_assert_str_eq(d, "Thu, 01 Jan 1970 00:00:00 GMT");
+        char e[M0__ETAG_MAX];
+        struct stat st = {.st_ino = 0xa74188, .st_size = 1024};
+        st.st_mtim.tv_sec = 1796148473;
+        st.st_mtim.tv_nsec = 123456789;
+        m0__files_etag(&st, e);
+        ck_assert_str_eq(e, "\"a74188-400-18ed338518624715\"");
+        st = (struct stat){0};
+        m0__files_etag(&st, e);
+        ck_assert_str_eq(e, "\"0-0-0\"");
+        st.st_ino = UINT64_MAX;
+        st.st_size = INT64_MAX;
+        st.st_mtim.tv_sec = 1;
+        m0__files_etag(&st, e);
+        ck_assert_str_eq(e, "\"ffffffffffffffff-7fffffffffffffff-3b9aca00\"");
+}
+END_TEST
+
 /* SF2: media types from a mime.types file, the first naming winning, case-insensitive */
 START_TEST(mime_types)
 {
@@ -827,9 +886,11 @@ static Suite *files_suite(void)
         tcase_add_test(tc, validators);
         tcase_add_test(tc, siblings);
         tcase_add_test(tc, turn_cache);
+        tcase_add_test(tc, turn_cache_many);
         suite_add_tcase(s, tc);
         TCase *pure = tcase_create("pure");
         tcase_add_test(pure, conditionals);
+        tcase_add_test(pure, formats);
         tcase_add_test(pure, ranges);
         tcase_add_test(pure, cache_control);
         tcase_add_test(pure, accept_encoding);

@@ -358,6 +358,37 @@ static int status_for_target(size_t n)
         return st;
 }
 
+/* H3 (D251): every byte at every place of a long value is taken or refused as the byte table
+ * says, whichever of the value's eight-byte words it falls in, and the value is indexed whole */
+START_TEST(value_bytes_everywhere)
+{
+        for (int b = 0; b < 256; b++) {
+                bool ok = b == '\t' || (b >= 0x20 && b != 0x7f);
+                for (size_t at = 0; at < 24; at++) {
+                        char value[24];
+                        memset(value, 'v', sizeof(value));
+                        value[at] = (char)b;
+                        char head[58]; /* the value's bytes in place, a NUL's too */
+                        memcpy(head, "GET / HTTP/1.1\r\nHost: a\r\nX-V: ", 30);
+                        memcpy(head + 30, value, 24);
+                        memcpy(head + 54, "\r\n\r\n", 4);
+                        struct parsed p;
+                        parse_n(&p, head, sizeof(head));
+                        bool edge_ws = (b == ' ' || b == '\t') && (at == 0 || at == 23);
+                        if (!ok) {
+                                ck_assert_msg(p.rc == 400, "byte %#x at %zu: %d", b, at, p.rc);
+                        } else {
+                                ck_assert_msg(p.rc == 0, "byte %#x at %zu: %d", b, at, p.rc);
+                                ck_assert_str_eq(p.req.headers[1].name, "X-V");
+                                ck_assert_uint_eq(strlen(p.req.headers[1].value),
+                                                  edge_ws ? 23 : 24);
+                        }
+                        parsed_free(&p);
+                }
+        }
+}
+END_TEST
+
 START_TEST(uri_limit)
 {
         ck_assert_int_eq(status_for_target(8192), 0);
@@ -553,6 +584,7 @@ static Suite *http_suite(void)
         tcase_add_test(tc, content_length_refusals);
         tcase_add_test(tc, transfer_encoding_refusals);
         tcase_add_test(tc, field_refusals);
+        tcase_add_test(tc, value_bytes_everywhere);
         tcase_add_test(tc, uri_limit);
         tcase_add_test(tc, field_count_limit);
         tcase_add_test(tc, head_size_limit);

@@ -257,6 +257,17 @@ START_TEST(decoding)
                 {"a%2F%2Fb", M0__PCT_STRICT | M0__PCT_RELATIVE, 4, "a//b"},
                 {"", M0__PCT_STRICT | M0__PCT_RELATIVE, 0, ""},
                 {"/a", M0__PCT_STRICT, 2, "/a"},
+                /* D251: nothing to decode, the same verdicts */
+                {"./a", M0__PCT_STRICT, -EINVAL, NULL},
+                {"a/.", M0__PCT_STRICT, -EINVAL, NULL},
+                {"../", M0__PCT_STRICT, -EINVAL, NULL},
+                {"a/../", M0__PCT_STRICT | M0__PCT_RELATIVE, -EINVAL, NULL},
+                {".a/..b/b.", M0__PCT_STRICT, 9, ".a/..b/b."},
+                {"/", M0__PCT_STRICT, 1, "/"},
+                {"/", M0__PCT_STRICT | M0__PCT_RELATIVE, -EINVAL, NULL},
+                {"/", 0, 1, "/"},
+                {"a+b/.", 0, 5, "a+b/."},
+                {"1k.bin", M0__PCT_STRICT | M0__PCT_RELATIVE | M0__PCT_NO_SLASH, 6, "1k.bin"},
         };
         for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
                 char out[32];
