@@ -547,13 +547,15 @@ static bool handshake(struct m0_conn *c)
 }
 
 /*
- * Bytes the transport holds for the next read (a TLS record's plaintext that did not fit) are
- * announced by no readiness of the fd: a connection that waits to read and has them is served
- * again on the run queue, as if its socket were readable (LY2).
+ * Bytes the transport holds for the next read (what one read of a TLS socket brought past the
+ * caller's room, D246) are announced by no readiness of the fd: a connection that waits to read
+ * and has them is served again on the run queue, as if its socket were readable (LY2). After
+ * its events, and when reading resumes after a pool job (HTTP/1.1 stops reading while one runs;
+ * HTTP/2 reads on beside it).
  */
 static void requeue_pending(struct m0_conn *c)
 {
-        if (c->tr.fd < 0 || c->busy || !(c->events & EPOLLIN) || c->task.queued)
+        if (c->tr.fd < 0 || (c->busy && !c->h2) || !(c->events & EPOLLIN) || c->task.queued)
                 return;
         if (m0__transport_pending(&c->tr) > 0)
                 m0__turn_defer(&c->loop->loop, &c->task, EPOLLIN);
@@ -671,12 +673,11 @@ void m0__conn_linger(struct m0_conn *c)
 
 void m0__conn_resume(struct m0_conn *c)
 {
-        if (c->proto->resume) {
+        if (c->proto->resume)
                 c->proto->resume(c);
-                return;
-        }
-        if (flush(c))
+        else if (flush(c))
                 run_buffered(c);
+        requeue_pending(c);
 }
 
 int m0__conn_send(struct m0_conn *c, const void *data, size_t len)

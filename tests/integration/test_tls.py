@@ -761,6 +761,39 @@ def test_TL7_records_in_one_segment_and_a_byte_at_a_time():
         c.close()
 
 
+def test_TL7_pipelined_behind_a_pool_job_over_tls():
+    """A blocking route's request (the pool answers it: HTTP/1.1 reads nothing meanwhile) and
+    four pipelined requests behind it, 65.6 KB in one segment: more than one read of the socket
+    brings (64 KiB, D246), so the last request's bytes wait in m0's buffer with the socket
+    drained. When the pool's answer is out, reading resumes with them: all five answered at
+    once, in order, not the last at the header timeout."""
+    c = Certs()
+    try:
+        with _serving(c, env={"M0_BLOCKING_THREADS": "1", "M0_THREADS": "1",
+                              "M0_HEADER_TIMEOUT_MS": "8000"}) as s:
+            s.wait_ready()
+            r = _Records(_https_addr(s), _ctx(c.ca, ssl.TLSVersion.TLSv1_3))
+            conn = Conn(r, 10)
+            r.raw.sendall(r.seal(b"GET /health HTTP/1.1\r\nHost: a\r\n\r\n"))
+            eq(conn.read_response().status, 200, "after the handshake")
+            first = b"GET /slow?ms=300 HTTP/1.1\r\nHost: a\r\n\r\n"
+            pad = (65600 - len(first)) // 4 - 36
+            reqs = [b"GET /pid HTTP/1.1\r\nHost: a\r\nX: " + b"a" * pad + b"\r\n\r\n"
+                    for _ in range(4)]
+            t0 = time.monotonic()
+            r.raw.sendall(r.seal(first + b"".join(reqs)))
+            got = [conn.read_response() for _ in range(5)]
+            elapsed = time.monotonic() - t0
+            eq([g.status for g in got], [200] * 5, "five answers")
+            eq([g.header("x-thread") != "-1" for g in got], [True] + [False] * 4,
+               "the first from the pool, the rest on the loop")
+            check(elapsed < 5, f"the five answered after {elapsed:.2f}s")
+            r.close()
+            eq(s.stop(), 0, "exit status")
+    finally:
+        c.close()
+
+
 def test_TL7_a_record_begun_and_stalled_closes_at_the_idle_timeout():
     """Part of a record, then nothing: no request has begun (its bytes are in OpenSSL, not yet
     plaintext), so the connection is idle and closed at M0_IDLE_TIMEOUT_MS with close_notify,
