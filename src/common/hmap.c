@@ -127,6 +127,8 @@ int m0__hmap_insert(struct m0_hmap *m, struct m0_hnode *n)
 
 void m0__hmap_remove(struct m0_hmap *m, struct m0_hnode *n)
 {
+        if (!m->nb)
+                return; /* a first insert that could not grow the table left nothing in it */
         struct m0_hnode **p = &m->b[n->hash & (m->nb - 1)];
         while (*p && *p != n)
                 p = &(*p)->next;

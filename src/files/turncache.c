@@ -102,7 +102,9 @@ struct m0_fent *m0__fturn_add(struct m0_fturn *t, int root, const char *name, co
         e->cached = true;
         e->node = (struct m0_hnode){
                 .hash = m0__hash(key.data, key.len), .key = key.data, .len = (uint32_t)key.len};
-        (void)m0__hmap_insert(&t->map, &e->node); /* -ENOMEM: in it anyway, on a longer chain */
+        /* -ENOMEM: in it anyway on a longer chain, or (a first insert) found by the scan of
+         * small turns only; m0__hmap_remove takes either */
+        (void)m0__hmap_insert(&t->map, &e->node);
         t->n++;
         return e;
 }

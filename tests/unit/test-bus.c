@@ -95,6 +95,23 @@ static int64_t pub(const char *channel, const char *data)
 
 /* ---- names and ids (N1, N2) ---- */
 
+/* A node whose first insert could not grow the table (no buckets yet) is removed as a no-op:
+ * the turn's file cache removes every entry it counted (D237). */
+START_TEST(a_remove_from_a_table_without_buckets)
+{
+        struct m0_hmap m = {0};
+        struct m0_hnode n = {.hash = m0__hash("a", 1), .key = "a", .len = 1};
+        m0__hmap_remove(&m, &n);
+        ck_assert_uint_eq(m.n, 0);
+        ck_assert_int_eq(m0__hmap_insert(&m, &n), 0);
+        ck_assert_ptr_eq(m0__hmap_find(&m, n.hash, "a", 1), &n);
+        m0__hmap_remove(&m, &n);
+        ck_assert_uint_eq(m.n, 0);
+        ck_assert_ptr_null(m0__hmap_find(&m, n.hash, "a", 1));
+        m0__hmap_free(&m);
+}
+END_TEST
+
 START_TEST(a_channel_is_1_to_200_visible_ascii_bytes)
 {
         char c200[201], c201[202];
@@ -517,6 +534,7 @@ static Suite *bus_suite(void)
         TCase *tc = tcase_create("publish");
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, a_channel_is_1_to_200_visible_ascii_bytes);
+        tcase_add_test(tc, a_remove_from_a_table_without_buckets);
         tcase_add_test(tc, ids_are_one_sequence_and_transient_events_take_none);
         tcase_add_test(tc, a_frame_is_formatted_once);
         tcase_add_test(tc, only_the_loops_that_follow_a_channel_get_it);
