@@ -48,21 +48,32 @@ ENDPOINTS = {"now": "/x/now", "search": "/x/search?sel=25"}
 PAR_TOPOLOGIES = (("1 loop", 1, 0), ("2 loops", 2, 0), ("2 loops + pool", 2, 2))
 # M11 (SPEC WS7): the arms, what each follows the channel by (wsload's protocol, the path),
 # the echo's message size, the bound on one fan-out, and the targets: m0's WebSocket CPU per
-# delivered message ÷ the reference's, at most the bound.
-M11_ARMS = ("m0-ws", "m0-sse", "node-ws")
+# delivered message ÷ the reference's, at most the bound. floor-ws is contrib/bench/wsfloor.c,
+# one write() of a frame built once per socket: what any server spends at the least.
+M11_ARMS = ("m0-ws", "m0-sse", "node-ws", "floor-ws")
+M11_FLOOR = "floor-ws"
 M11_FOLLOW = {"m0-ws": ("ws", "/follow?channel=hot"), "m0-sse": ("sse", "/events?channel=hot"),
-              "node-ws": ("ws", "/follow?channel=hot")}
+              "node-ws": ("ws", "/follow?channel=hot"), "floor-ws": ("ws", "/follow?channel=hot")}
 M11_ECHO_SIZE = 32
 M11_FANOUT_TIMEOUT_S = 120
 M11_TARGETS = (("m0-ws", "m0-sse", 1.2, "≤ 1.2× an event stream's (WS7)"),
                ("m0-ws", "node-ws", 1 / 3, "≤ ⅓ of Node `ws`'s (WS7)"))
 # M12 (SPEC SF5): the servers, the cells (what each asks) and the target on files: m0's CPU per
 # request ≤ 0.95× each peer's; the compressed JSON is side by side, without a target.
-M12_ARMS = ("m0", "nginx", "h2o")
+M12_ARMS = ("m0", "nginx", "h2o", "floor")
+# The floor's cells (contrib/bench/floor.c, one canned answer per read()), each its own floor
+# process: the 1 KiB file's bytes behind a head of h2o 2.2's size for it (251 bytes, D251), and
+# a 304 with a head of h2o's 304's size (131 bytes). What it answers, once started, is checked
+# as the others' are.
+M12_FLOOR_CELLS = {"1k": (("--head-bytes", "251"), "1k.bin"),
+                   "304": (("--status", "304", "--head-bytes", "131"), None)}
 M12_CELLS = ("1k", "1m", "304", "json")
 M12_CELL_NAMES = {"1k": "1 KiB file", "1m": "1 MiB file", "304": "304 (If-None-Match)",
                   "json": "JSON, gzip"}
 M12_TARGET = 0.95
+# The ratios taken within each round, (arm, peer): SF5's, then each server above the floor.
+M12_RATIOS = (("m0", "nginx"), ("m0", "h2o"), ("m0", "floor"), ("nginx", "floor"),
+              ("h2o", "floor"))
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
 
@@ -274,15 +285,15 @@ def http_get(port, path, timeout=2.0):
             head, sep, body = data.partition(b"\r\n\r\n")
             if sep:
                 m = re.search(rb"(?im)^content-length:\s*(\d+)", head)
-                if m and len(body) >= int(m.group(1)):
+                if m and len(body) >= int(m.group(1)) or head.startswith(b"HTTP/1.1 304 "):
                     break
     head, _, body = data.partition(b"\r\n\r\n")
     status = int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP/1.") else 0
     return status, body, first
 
 
-def wait_ready(p, port, path, timeout=20.0):
-    """Poll until the server answers 200 on path (never a blind sleep)."""
+def wait_ready(p, port, path, timeout=20.0, status=200):
+    """Poll until the server answers `status` (200) on path (never a blind sleep)."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -290,7 +301,7 @@ def wait_ready(p, port, path, timeout=20.0):
             raise RuntimeError(f"exited with {p.returncode} before answering (see its log)")
         try:
             st, body, _ = http_get(port, path, timeout=1.0)
-            if st == 200:
+            if st == status:
                 return body
             last = f"status {st}"
         except OSError as e:
@@ -523,12 +534,12 @@ class Bench:
         return ["h2o", "-c", path]
 
     def start(self, arm, layout, port, max_conns=None, ready_path="/x/now", env=None,
-              argv=None, cpus="layout"):
+              argv=None, cpus="layout", ready_status=200):
         argv = argv or self.server_argv(arm, port, layout["workers"], max_conns)
         cpus = layout["server_cpus"] if cpus == "layout" else cpus
         p = spawn(argv, self.logpath(f"{arm}-{port}"), env=env, cpus=cpus)
         try:
-            body = wait_ready(p, port, ready_path)
+            body = wait_ready(p, port, ready_path, status=ready_status)
         except RuntimeError as e:
             stop(p)
             raise RuntimeError(f"{arm}: {e}; log: {self.logpath(f'{arm}-{port}')}")
@@ -1485,8 +1496,13 @@ class Bench:
 
     def m11_start(self, arm, port, n):
         """An arm's server, pinned as M1's pinned layout pins one: bench_app with one loop (the
-        pings, the heartbeat and the idle bound off, so nothing but the load runs), or Node."""
+        pings, the heartbeat and the idle bound off, so nothing but the load runs), Node, or
+        wsfloor."""
         lay = self.pinned()
+        if arm == M11_FLOOR:
+            p, _ = self.start("wsfloor", lay, port, ready_path="/health",
+                              argv=[self.helper("wsfloor"), str(port)])
+            return p
         if arm == "node-ws":
             head, node_path = self.node_ws()
             p, _ = self.start("node", lay, port, ready_path="/health", argv=head + [str(port)],
@@ -1680,6 +1696,9 @@ class Bench:
             for pos, arm in enumerate(M12_ARMS[k:] + M12_ARMS[:k]):
                 port = self.next_port()
                 log(f"M12 round {rnd + 1}/{a.rounds}: {arm} on :{port}")
+                if arm == "floor":
+                    rows += self.m12_floor(rnd, pos, port)
+                    continue
                 if arm == "m0":
                     argv = [self.binp("bench_app"), "--port", str(port), "--threads", "1",
                             "--max-keepalive-requests", "0", "--blocking-threads", "0"]
@@ -1714,6 +1733,49 @@ class Bench:
                     stop(p)
         med, ratios = m12_summary(rows)
         return dict(rows=rows, medians=med, ratios=ratios, conns=a.m12_conns)
+
+    def m12_floor(self, rnd, pos, port):
+        """The floor's cells (M12_FLOOR_CELLS), each on a floor of its own started on `port`
+        and the ports after it, checked to answer what the cell asks as the others are, warmed
+        up and measured as theirs are."""
+        a = self.a
+        lay = self.pinned()
+        www = os.path.join(self.tmp, "www")
+        rows = []
+        for cell, (opts, body_file) in M12_FLOOR_CELLS.items():
+            argv = [self.helper("floor")] + list(opts)
+            if body_file:
+                argv += ["--body-file", os.path.join(www, body_file)]
+            argv += [str(port), "1"]
+            status = 304 if cell == "304" else 200
+            headers = ('If-None-Match: "floor"',) if cell == "304" else ()
+            p, _ = self.start("floor", lay, port, ready_path="/f/1k.bin", argv=argv,
+                              ready_status=status)
+            try:
+                st, _, body = http_fetch(port, "/f/1k.bin",
+                                         dict(h.split(": ", 1) for h in headers))
+                want = b""
+                if body_file:
+                    with open(os.path.join(www, body_file), "rb") as f:
+                        want = f.read()
+                if st != status or body != want:
+                    raise RuntimeError(f"M12 floor {cell}: answered {st}, {len(body)} bytes")
+                if a.warmup > 0:
+                    self.wrk(port, "/f/1k.bin", a.m12_conns, 1, a.warmup, lay["client_cpus"],
+                             headers=headers)
+                row = self.measure(p, port, "/f/1k.bin", a.m12_conns, lay, a.duration,
+                                   headers=headers)
+                row.update(round=rnd, position=pos, arm="floor", cell=cell, path="/f/1k.bin",
+                           headers=list(headers), floor_argv=argv[1:-2])
+                rows.append(row)
+                log(f"  {cell:4} {row['rps']:>9.0f} rps {row['cpu_us_per_req']:7.2f} "
+                    f"us/req {row['bytes_per_req']:>9.0f} B/req  errors {row['errors_total']}")
+                if row["errors_total"]:
+                    self.note(f"M12 round {rnd + 1} floor {cell}: {row['errors']}")
+            finally:
+                stop(p)
+            port = self.next_port()
+        return rows
 
     def cold(self):
         a = self.a
@@ -2843,13 +2905,27 @@ def m11_summary(rows):
         ratios.append(dict(arm="m0-ws", ref="node-ws", field=field, bound=None, what=None,
                            by_round=v, median=round(statistics.median(v), 3) if v else None,
                            meets=None))
+    # Against the floor (when it ran): each arm ÷ floor-ws, and floor-ws ÷ node-ws, which says
+    # whether any server could spend ⅓ of Node's; no target.
+    pairs = [(arm, M11_FLOOR, "fanout_us_per_msg", whole) for arm in ("m0-ws", "m0-sse",
+                                                                       "node-ws")]
+    pairs += [(M11_FLOOR, "node-ws", "fanout_us_per_msg", whole)]
+    pairs += [(arm, M11_FLOOR, "echo_cpu_us", echoed) for arm in ("m0-ws", "node-ws")]
+    pairs += [(M11_FLOOR, "node-ws", "echo_cpu_us", echoed)]
+    for arm, ref, field, pool in pairs:
+        v = by_round(arm, ref, field, pool)
+        if v:
+            ratios.append(dict(arm=arm, ref=ref, field=field, bound=None, what=None,
+                               by_round=v, median=round(statistics.median(v), 3), meets=None,
+                               floor=True))
     return med, ratios
 
 
 def m12_summary(rows):
     """M12's medians per cell and server over the rounds, and m0 ÷ each peer within each round
     (CPU per request and bytes per request), their medians, and for the files' cells whether
-    the CPU's median meets SF5's 0.95."""
+    the CPU's median meets SF5's 0.95; and each server ÷ the floor, where it ran, without a
+    target."""
     med = []
     for cell in M12_CELLS:
         for arm in M12_ARMS:
@@ -2865,10 +2941,10 @@ def m12_summary(rows):
             med.append(m)
     ratios = []
     for cell in M12_CELLS:
-        for peer in ("nginx", "h2o"):
+        for arm, peer in M12_RATIOS:
             cpu, size = [], []
             for r in rows:
-                if (r["cell"], r["arm"]) != (cell, "m0"):
+                if (r["cell"], r["arm"]) != (cell, arm):
                     continue
                 x = [y for y in rows if (y["cell"], y["arm"], y["round"]) ==
                      (cell, peer, r["round"])]
@@ -2877,9 +2953,9 @@ def m12_summary(rows):
                     size.append(round(r["bytes_per_req"] / x[0]["bytes_per_req"], 3))
             if not cpu:
                 continue
-            target = None if cell == "json" else M12_TARGET
+            target = None if cell == "json" or peer == "floor" else M12_TARGET
             m = round(statistics.median(cpu), 3)
-            ratios.append(dict(cell=cell, peer=peer, cpu_by_round=cpu, cpu_median=m,
+            ratios.append(dict(cell=cell, arm=arm, peer=peer, cpu_by_round=cpu, cpu_median=m,
                                bytes_median=round(statistics.median(size), 3), target=target,
                                meets=None if target is None else m <= target))
     return med, ratios
@@ -2920,9 +2996,12 @@ def render_m11(res, json_rel):
          "| arm | what follows | rounds whole | CPU per delivered message, µs (median; the "
          "rounds) | connecting, ms |", "|---|---|--:|---|--:|"]
     what = {"m0-ws": "bench_app `/follow`, WebSocket", "m0-sse": "bench_app `/events`, event "
-            "stream", "node-ws": "ws-node.js `/follow`, Node `ws`"}
+            "stream", "node-ws": "ws-node.js `/follow`, Node `ws`",
+            M11_FLOOR: "wsfloor.c `/follow`: one `write()` of one frame to each socket"}
     for arm in M11_ARMS:
         x = med.get(arm)
+        if not x and arm == M11_FLOOR:
+            continue
         if not x:
             L.append(f"| {arm} | {what[arm]} | not run | | |")
             continue
@@ -2943,7 +3022,7 @@ def render_m11(res, json_rel):
           "trip from the send to the echo's last byte.", "",
           "| arm | connections | echoes/s | p50, ms | p99, ms | server CPU per echo, µs | "
           "client's CPU share |", "|---|--:|--:|--:|--:|--:|--:|"]
-    for arm in ("m0-ws", "node-ws"):
+    for arm in ("m0-ws", "node-ws", M11_FLOOR):
         x = med.get(arm)
         if not x or x["echo_rate"] is None:
             continue
@@ -2951,10 +3030,27 @@ def render_m11(res, json_rel):
                  f"{ms(x['echo_p50_us'])} | {ms(x['echo_p99_us'])} | {x['echo_cpu_us']:.2f} | "
                  f"{x['echo_client_cpu_share']:.2f} |")
     for r in m["ratios"]:
-        if r["bound"] is None and r["median"] is not None:
+        if r["bound"] is None and r["median"] is not None and not r.get("floor"):
             name = {"echo_cpu_us": "CPU per echo", "echo_p99_us": "p99"}[r["field"]]
             L.append("")
             L.append(f"m0-ws ÷ node-ws, echo {name}: {rounds_cell(r['median'], r['by_round'])}.")
+    floor = {(r["arm"], r["ref"], r["field"]): r for r in m["ratios"] if r.get("floor")}
+    if floor:
+        L += ["", "Against the floor (`contrib/bench/wsfloor.c`: the fan-out one `write()` to "
+              "each socket of one frame built once a message, the echo one `read()` and one "
+              "`write()`; it parses nothing else), within each round:", "",
+              "| ratio | fan-out, CPU per delivered message (median; the rounds) | echo, CPU per "
+              "echo (median; the rounds) |", "|---|---|---|"]
+        for arm, ref in (("m0-ws", M11_FLOOR), ("m0-sse", M11_FLOOR), ("node-ws", M11_FLOOR),
+                         (M11_FLOOR, "node-ws")):
+            cells = []
+            for field in ("fanout_us_per_msg", "echo_cpu_us"):
+                r = floor.get((arm, ref, field))
+                cells.append(rounds_cell(r["median"], r["by_round"], 3) if r else "n/a")
+            name = f"{arm} ÷ {ref}"
+            if arm == M11_FLOOR:
+                name += " (WS7's ⅓ is within any server's reach only if this is ≤ 0.333)"
+            L.append(f"| {name} | {cells[0]} | {cells[1]} |")
     notes = [x for x in res.get("anomalies") or () if x.startswith("M11")]
     if notes:
         L += ["", "Anomalies: " + "; ".join(notes)]
@@ -2970,12 +3066,13 @@ def render_m12(res, json_rel):
          "tree's `/proc/<pid>/stat`; bytes per request as wrk read them, heads included.", "",
          "| cell | m0 µs/req | nginx µs/req | h2o µs/req | m0 ÷ nginx (rounds) | m0 ÷ h2o "
          "(rounds) | bytes/req m0 · nginx · h2o |", "|---|--:|--:|--:|---|---|---|"]
-    rat = {(r["cell"], r["peer"]): r for r in m["ratios"]}
+    rat = {(r["cell"], r["peer"]): r for r in m["ratios"] if r.get("arm", "m0") == "m0"}
+    servers = M12_ARMS[:3]  # the floor has a table of its own
     for cell in M12_CELLS:
-        if not any((cell, a) in med for a in M12_ARMS):
+        if not any((cell, a) in med for a in servers):
             continue
         cpu = [f"{med[(cell, a)]['cpu_us_per_req']:.2f}" if (cell, a) in med else "n/a"
-               for a in M12_ARMS]
+               for a in servers]
         cells = []
         for peer in ("nginx", "h2o"):
             r = rat.get((cell, peer))
@@ -2987,10 +3084,26 @@ def render_m12(res, json_rel):
                 f"({sum(x <= r['target'] for x in r['cpu_by_round'])}/{len(r['cpu_by_round'])})")
             cells.append(rounds_cell(r["cpu_median"], r["cpu_by_round"], 3) + verdict)
         size = " · ".join(f"{med[(cell, a)]['bytes_per_req']:.0f}" if (cell, a) in med else "–"
-                          for a in M12_ARMS)
+                          for a in servers)
         L.append(f"| {M12_CELL_NAMES[cell]} | " + " | ".join(cpu) + " | " + " | ".join(cells)
                  + f" | {size} |")
-    gz = [f"{a} {med[('json', a)]['body_bytes']}" for a in M12_ARMS
+    floor_cells = [c for c in M12_CELLS if (c, "floor") in med]
+    if floor_cells:
+        rat3 = {(r["cell"], r.get("arm", "m0"), r["peer"]): r for r in m["ratios"]}
+        L += ["", "Against the floor (`contrib/bench/floor.c`: one canned answer per `read()`, "
+              "the 1 KiB file's bytes behind a head padded to h2o's 251 bytes, or a 304 of "
+              "h2o's 131), within each round:", "",
+              "| cell | floor µs/req | floor bytes/req | m0 ÷ floor (rounds) | nginx ÷ floor "
+              "(rounds) | h2o ÷ floor (rounds) |", "|---|--:|--:|---|---|---|"]
+        for cell in floor_cells:
+            f = med[(cell, "floor")]
+            cells = []
+            for arm in ("m0", "nginx", "h2o"):
+                r = rat3.get((cell, arm, "floor"))
+                cells.append(rounds_cell(r["cpu_median"], r["cpu_by_round"], 3) if r else "n/a")
+            L.append(f"| {M12_CELL_NAMES[cell]} | {f['cpu_us_per_req']:.2f} | "
+                     f"{f['bytes_per_req']:.0f} | " + " | ".join(cells) + " |")
+    gz = [f"{a} {med[('json', a)]['body_bytes']}" for a in servers
           if ("json", a) in med and med[("json", a)].get("body_bytes")]
     L += ["", f"SF5's target on files: m0's CPU per request ≤ {M12_TARGET}× each peer's (yes/no "
           "on the median of the rounds' ratios, and in how many rounds the round's own met it). "
@@ -3225,6 +3338,8 @@ def main():
                 "M0_WS_PING_MS=0 M0_IDLE_TIMEOUT_MS=600000, pinned to --server-cpu",
                 node="contrib/bench/ws-node.js (Node `ws`, no per-message deflate), pinned "
                 "to --server-cpu", client="contrib/bench/wsload on --client-cpu",
+                floor="contrib/bench/wsfloor.c: one write() per socket of one frame built "
+                "once a message; the echo one read() and one write(); pinned to --server-cpu",
                 cpu="every thread's schedstat of the server's tree"),
             m12=dict(
                 conns=a.m12_conns, files="1k.bin (1024 B), 1m.bin (1 MiB), data.json "
@@ -3233,7 +3348,10 @@ def main():
                 "M0_BENCH_JSON at /json (gzip level 6, the default)",
                 nginx="location /f/: alias, sendfile on, tcp_nopush on, gzip on, "
                 "gzip_comp_level 6, gzip_vary on; one worker",
-                h2o="/f: file.dir; one thread", wrk="-t1, pinned to --client-cpu"),
+                h2o="/f: file.dir; one thread", wrk="-t1, pinned to --client-cpu",
+                floor={cell: "contrib/bench/floor.c " + " ".join(opts) +
+                       (f" --body-file {f}" if f else "") + ", one loop, one write() an answer"
+                       for cell, (opts, f) in M12_FLOOR_CELLS.items()}),
         ),
     )
     try:
