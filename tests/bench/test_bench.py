@@ -699,6 +699,81 @@ def test_m11_m12_blocks():
             "| JSON, gzip | 60.00 | 40.00 | n/a | **1.500** (1.500) | n/a | 1200 · 1250 · – |"):
         if want not in lines:
             raise AssertionError(f"no line {want!r} in:\n" + "\n".join(lines))
+def test_m11_against_the_floor():
+    rows = [m11_row(0, "m0-ws", 12.0, echo=(10.0, 2000.0)), m11_row(0, "node-ws", 30.0,
+                                                                   echo=(20.0, 4000.0)),
+            m11_row(0, "floor-ws", 10.0, echo=(8.0, 1000.0)), m11_row(0, "m0-sse", 11.0),
+            m11_row(1, "floor-ws", 12.0, echo=(5.0, 1000.0)), m11_row(1, "m0-ws", 12.0),
+            m11_row(1, "node-ws", 24.0, echo=(10.0, 900.0)),
+            m11_row(2, "floor-ws", 1.0, whole=False), m11_row(2, "m0-ws", 13.0)]
+    med, ratios = bench.m11_summary(rows)
+    eq(list(med), ["m0-ws", "m0-sse", "node-ws", "floor-ws"], "the floor last")
+    eq(med["floor-ws"]["fanout_by_round"], [10.0, 12.0], "a floor round short of a message "
+       "is left out")
+    got = [(r["arm"], r["ref"], r["field"], r["by_round"], r["median"]) for r in ratios
+           if r.get("floor")]
+    eq(got, [("m0-ws", "floor-ws", "fanout_us_per_msg", [1.2, 1.0], 1.1),
+             ("m0-sse", "floor-ws", "fanout_us_per_msg", [1.1], 1.1),
+             ("node-ws", "floor-ws", "fanout_us_per_msg", [3.0, 2.0], 2.5),
+             ("floor-ws", "node-ws", "fanout_us_per_msg", [0.333, 0.5], 0.416),
+             ("m0-ws", "floor-ws", "echo_cpu_us", [1.25], 1.25),
+             ("node-ws", "floor-ws", "echo_cpu_us", [2.5, 2.0], 2.25),
+             ("floor-ws", "node-ws", "echo_cpu_us", [0.4, 0.5], 0.45)], "ratios to the floor")
+    eq([r["bound"] for r in ratios if r.get("floor")], [None] * 7, "no target on the floor")
+    res = dict(command="c", date="d", environment=dict(m0_commit="0123456789abcdef",
+                                                       m0_source="w"),
+               parameters=dict(rounds=3),
+               m11=dict(rows=rows, medians=med, ratios=ratios, followers=10000, messages=20,
+                        echo_conns=1000, echo_size=32))
+    lines = bench.render_m11(res, "doc/bench/x.json").splitlines()
+    for want in ("| floor-ws | wsfloor.c `/follow`: one `write()` of one frame to each socket | "
+                 "2/3 | **11.000** (10.000, 12.000) | 900 |",
+                 "| m0-ws ÷ floor-ws | **1.100** (1.200, 1.000) | **1.250** (1.250) |",
+                 "| m0-sse ÷ floor-ws | **1.100** (1.100) | n/a |",
+                 "| floor-ws ÷ node-ws (WS7's ⅓ is within any server's reach only if this is "
+                 "≤ 0.333) | **0.416** (0.333, 0.500) | **0.450** (0.400, 0.500) |",
+                 "| floor-ws | 1000 | 10000 | 0.90 | 1.00 | 6.50 | 0.60 |"):
+        if want not in lines:
+            raise AssertionError(f"no line {want!r} in:\n" + "\n".join(lines))
+    lines = bench.render_m11(dict(res, m11=dict(res["m11"], rows=M11_ROWS,
+                                                 **dict(zip(("medians", "ratios"),
+                                                            bench.m11_summary(M11_ROWS))))),
+                             "doc/bench/x.json")
+    eq(("floor-ws" in lines, "Against the floor" in lines), (False, False),
+       "no floor rows, no floor lines")
+
+
+def test_m12_against_the_floor():
+    rows = [m12_row(r, a, c, cpu) for r, a, c, cpu in (
+        (0, "m0", "1k", 6.0), (0, "nginx", "1k", 12.0), (0, "h2o", "1k", 7.0),
+        (0, "floor", "1k", 5.0), (0, "m0", "304", 7.0), (0, "floor", "304", 5.6),
+        (1, "floor", "1k", 6.0), (1, "m0", "1k", 7.2), (1, "h2o", "1k", 6.6),
+        (1, "nginx", "1k", 13.2))]
+    med, ratios = bench.m12_summary(rows)
+    eq([(m["cell"], m["arm"], m["cpu_us_per_req"]) for m in med if m["arm"] == "floor"],
+       [("1k", "floor", 5.5), ("304", "floor", 5.6)], "the floor's medians")
+    got = [(r["cell"], r["arm"], r["peer"], r["cpu_by_round"], r["cpu_median"], r["target"])
+           for r in ratios if r["peer"] == "floor"]
+    eq(got, [("1k", "m0", "floor", [1.2, 1.2], 1.2, None),
+             ("1k", "nginx", "floor", [2.4, 2.2], 2.3, None),
+             ("1k", "h2o", "floor", [1.4, 1.1], 1.25, None),
+             ("304", "m0", "floor", [1.25], 1.25, None)], "each server ÷ the floor, no target")
+    eq([(r["peer"], r["target"]) for r in ratios if r["arm"] == "m0" and r["cell"] == "1k"],
+       [("nginx", 0.95), ("h2o", 0.95), ("floor", None)], "SF5's target on the peers only")
+    res = dict(command="c", date="d", environment=dict(m0_commit="0123456789abcdef",
+                                                       m0_source="w"),
+               parameters=dict(rounds=2), m12=dict(rows=rows, medians=med, ratios=ratios,
+                                                   conns=16))
+    lines = bench.render_m12(res, "doc/bench/x.json").splitlines()
+    for want in ("| 1 KiB file | 6.60 | 12.60 | 6.80 | **0.522** (0.500, 0.545) yes (2/2) | "
+                 "**0.974** (0.857, 1.091) **no** (1/2) | 1300 · 1300 · 1300 |",
+                 "| 1 KiB file | 5.50 | 1300 | **1.200** (1.200, 1.200) | **2.300** (2.400, "
+                 "2.200) | **1.250** (1.400, 1.100) |",
+                 "| 304 (If-None-Match) | 5.60 | 1300 | **1.250** (1.250) | n/a | n/a |"):
+        if want not in lines:
+            raise AssertionError(f"no line {want!r} in:\n" + "\n".join(lines))
+
+
 def m9_row(rnd, arm, test, cpu_us):
     return dict(round=rnd, arm=arm, test=test, n=1000, cpu_us=cpu_us)
 
