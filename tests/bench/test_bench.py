@@ -601,10 +601,12 @@ def test_m8_block():
 
 # ---------------------------------------------------------------- M11, M12
 
-def m11_row(rnd, arm, us, whole=True, echo=None):
+def m11_row(rnd, arm, us, whole=True, echo=None, split=None):
     r = dict(round=rnd, arm=arm, followers=10000, messages=20, followers_open=10000,
              delivered=200000 if whole else 199999, every_message=whole, connect_ms=900.0,
              fanout_us_per_msg=us)
+    if split:
+        r.update(fanout_user_us_per_msg=split[0], fanout_sys_us_per_msg=split[1])
     if echo:
         cpu, p99 = echo
         r.update(echo_open=1000, echoes=100000, echo_rate=10000.0, echo_p50_us=900.0,
@@ -689,7 +691,7 @@ def test_m11_m12_blocks():
             "0123456789ab (working tree), 4 interleaved rounds, the order rotating; artifact "
             "[`doc/bench/x.json`](bench/x.json).",
             "| m0-ws | bench_app `/follow`, WebSocket | 4/4 | **5.250** (5.500, 6.500, 5.000, "
-            "5.000) | 900 |",
+            "5.000) | n/a | 900 |",
             "| ≤ 1.2× an event stream's (WS7) | **1.100** (1.100, 1.300, 1.000) | yes (2/3) |",
             "| ≤ ⅓ of Node `ws`'s (WS7) | **0.260** (0.200, 0.260, 0.400) | yes (2/3) |",
             "| m0-ws | 1000 | 10000 | 0.90 | 1.75 | 11.00 | 0.60 |",
@@ -702,8 +704,10 @@ def test_m11_m12_blocks():
 def test_m11_against_the_floor():
     rows = [m11_row(0, "m0-ws", 12.0, echo=(10.0, 2000.0)), m11_row(0, "node-ws", 30.0,
                                                                    echo=(20.0, 4000.0)),
-            m11_row(0, "floor-ws", 10.0, echo=(8.0, 1000.0)), m11_row(0, "m0-sse", 11.0),
-            m11_row(1, "floor-ws", 12.0, echo=(5.0, 1000.0)), m11_row(1, "m0-ws", 12.0),
+            m11_row(0, "floor-ws", 10.0, echo=(8.0, 1000.0), split=(0.05, 9.9)),
+            m11_row(0, "m0-sse", 11.0),
+            m11_row(1, "floor-ws", 12.0, echo=(5.0, 1000.0), split=(0.15, 11.9)),
+            m11_row(1, "m0-ws", 12.0),
             m11_row(1, "node-ws", 24.0, echo=(10.0, 900.0)),
             m11_row(2, "floor-ws", 1.0, whole=False), m11_row(2, "m0-ws", 13.0)]
     med, ratios = bench.m11_summary(rows)
@@ -727,7 +731,7 @@ def test_m11_against_the_floor():
                         echo_conns=1000, echo_size=32))
     lines = bench.render_m11(res, "doc/bench/x.json").splitlines()
     for want in ("| floor-ws | wsfloor.c `/follow`: one `write()` of one frame to each socket | "
-                 "2/3 | **11.000** (10.000, 12.000) | 900 |",
+                 "2/3 | **11.000** (10.000, 12.000) | 0.10 · 10.90 | 900 |",
                  "| m0-ws ÷ floor-ws | **1.100** (1.200, 1.000) | **1.250** (1.250) |",
                  "| m0-sse ÷ floor-ws | **1.100** (1.100) | n/a |",
                  "| floor-ws ÷ node-ws (WS7's ⅓ is within any server's reach only if this is "
