@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* io.c: one TLS connection over a non-blocking fd: handshake, read, writev, close_notify, what it
  * wants next (LY2's TLS transport; TL1, TL6). OpenSSL's WANT_READ/WANT_WRITE are wants, never
- * errors. OpenSSL reads its records from m0's buffer, filled by one read() of the socket, and
- * writes through its socket BIO (D246). */
+ * errors. OpenSSL reads its records from m0's buffer, filled by one read of the socket (D246),
+ * and writes each straight to the socket, both through a BIO of m0's own (D257). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -12,6 +12,7 @@
 
 #include <openssl/err.h>
 
+#include "sockio.h"
 #include "tls-private.h"
 
 /* Pieces smaller than this are copied together into one record (D165). A record holds 16 KiB. */
@@ -159,7 +160,7 @@ static int in_read(BIO *bio, char *out, int outl)
                         ask = sizeof(b->buf);
                 ssize_t n;
                 do
-                        n = read(c->fd, b->buf, ask);
+                        n = m0__sock_recv(c->fd, b->buf, ask);
                 while (n < 0 && errno == EINTR);
                 if (n < 0) {
                         if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -191,12 +192,22 @@ static int in_read(BIO *bio, char *out, int outl)
         return (int)take;
 }
 
+/* OpenSSL's write of a record (or of gathered pieces, D165): one send() of the socket, as its
+ * socket BIO's write() was, without a signal for a peer gone (EPIPE) and by the system call
+ * itself (D257). */
 static int in_write(BIO *bio, const char *data, int len)
 {
-        (void)bio;
-        (void)data;
-        (void)len;
-        return -1; /* writes go through the socket BIO */
+        struct m0_tls_conn *c = BIO_get_data(bio);
+        BIO_clear_retry_flags(bio);
+        if (len <= 0)
+                return 0;
+        ssize_t n;
+        do
+                n = m0__sock_send(c->fd, data, (size_t)len, MSG_NOSIGNAL);
+        while (n < 0 && errno == EINTR);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                BIO_set_retry_write(bio);
+        return (int)n;
 }
 
 static long in_ctrl(BIO *bio, int cmd, long num, void *ptr)
@@ -222,7 +233,7 @@ static void in_init(void)
 {
         if (pthread_key_create(&in_key, in_free) != 0)
                 return;
-        BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "m0 tls in");
+        BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "m0 tls");
         if (m && BIO_meth_set_read(m, in_read) == 1 && BIO_meth_set_write(m, in_write) == 1 &&
             BIO_meth_set_ctrl(m, in_ctrl) == 1 && BIO_meth_set_create(m, in_create) == 1) {
                 in_method = m;
@@ -263,15 +274,16 @@ int m0__tls_conn_new(struct m0_tls_conn **ret, struct m0_tls *t, int fd)
         BIO *in = in_method ? BIO_new(in_method) : NULL;
         if (in)
                 BIO_set_data(in, c);
-        /* Writes through the socket BIO (one write() per record or gathered pieces, D165);
-         * reads from m0's bytes (D246). SSL_set0_rbio takes the BIO, also on failure below. */
-        if (!c->ssl || !in || SSL_set_wfd(c->ssl, fd) != 1) {
+        /* One BIO both ways: reads from m0's bytes (D246), writes one send() per record or
+         * gathered pieces (D165, D257). SSL_set0_rbio and SSL_set0_wbio each take a reference. */
+        if (!c->ssl || !in || BIO_up_ref(in) != 1) {
                 BIO_free(in);
                 ERR_clear_error();
                 m0__tls_conn_free(c);
                 return -ENOMEM;
         }
         SSL_set0_rbio(c->ssl, in);
+        SSL_set0_wbio(c->ssl, in);
         SSL_set_accept_state(c->ssl);
         *ret = c;
         return 0;
