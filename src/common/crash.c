@@ -37,6 +37,10 @@ static __thread int t_kind TLS = -1; /* -1: the coordinator */
 static __thread int t_loop TLS = -1;
 static __thread int t_thread TLS = -1;
 static __thread char t_request[160] TLS;
+/* The request this thread serves (m0__thread_request_set()), volatile: the handler reads them. */
+static __thread const char *volatile t_req_method TLS;
+static __thread const char *volatile t_req_path TLS;
+static __thread volatile size_t t_req_path_len TLS;
 static __thread struct m0_hctx *t_loop_ptr TLS;
 static __thread void *t_altstack TLS;
 
@@ -82,23 +86,37 @@ void m0__thread_forget(void)
         }
 }
 
-void m0__thread_request_set(bool watched, const char *method, const char *path)
+/* The request being served as method and path, into t_request. */
+static void request_format(void)
 {
+        const char *method = t_req_method;
         if (!method) {
                 t_request[0] = '\0';
-        } else {
-                size_t m = strlen(method), p = strlen(path);
-                if (m > 15)
-                        m = 15;
-                if (p > sizeof(t_request) - m - 2)
-                        p = sizeof(t_request) - m - 2;
-                memcpy(t_request, method, m);
-                t_request[m] = ' ';
-                memcpy(t_request + m + 1, path, p);
-                t_request[m + 1 + p] = '\0';
+                return;
         }
+        size_t m = 0;
+        while (m < 15 && method[m])
+                m++;
+        size_t p = t_req_path_len;
+        if (p > sizeof(t_request) - m - 2)
+                p = sizeof(t_request) - m - 2;
+        memcpy(t_request, method, m);
+        t_request[m] = ' ';
+        memcpy(t_request + m + 1, t_req_path, p);
+        t_request[m + 1 + p] = '\0';
+}
+
+void m0__thread_request_set(bool watched, const char *method, const char *path, size_t path_len)
+{
+        /* Where the request is, not a copy of it (D259): the crash handler formats it, on this
+         * thread, while the request it names is still being served (its bytes are the loop's or
+         * the job's until the caller sets NULL back). */
+        t_req_method = method;
+        t_req_path = path;
+        t_req_path_len = path_len;
         /* The watchdog names what a stuck loop serves; without it the lock is not taken. */
         if (watched && t_loop_ptr) {
+                request_format();
                 pthread_mutex_lock(&t_loop_ptr->cur_lock);
                 memcpy(t_loop_ptr->cur, t_request, sizeof(t_loop_ptr->cur));
                 pthread_mutex_unlock(&t_loop_ptr->cur_lock);
@@ -332,6 +350,7 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
                 raise(sig); /* another thread reports; this one dies by the default action */
                 return;
         }
+        request_format(); /* plain reads of the request's own bytes, bounded */
         char mbuf[512];
         struct out m = {.p = mbuf, .cap = sizeof(mbuf)};
         describe(&m, sig, si);

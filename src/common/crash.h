@@ -5,6 +5,7 @@
 #define M0_CRASH_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "m0.h"
 
@@ -24,8 +25,9 @@ void m0__thread_forget(void);
 int m0__thread_loop(void);
 /* The loop whose own thread this is; NULL on any other thread (a pool thread included). */
 struct m0_hctx *m0__thread_loop_self(void);
-/* Record the request this thread is serving (NULL when none): crash reports name it, and with
- * `watched` (the watchdog is on) the watchdog too, through the loop's copy. */
-void m0__thread_request_set(bool watched, const char *method, const char *path);
+/* Record the request this thread is serving (`method` NULL when none), its path `path_len` bytes:
+ * crash reports name it, and with `watched` (the watchdog is on) the watchdog too, through the
+ * loop's copy. */
+void m0__thread_request_set(bool watched, const char *method, const char *path, size_t path_len);
 
 #endif /* M0_CRASH_H */

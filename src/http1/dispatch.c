@@ -416,9 +416,9 @@ static void run_here(struct m0_conn *c, m0_req *req, m0_handler_fn fn, bool is_h
         m0__res_reset(&l->res);
         l->res.req = req;
         l->res.upgrade.begin = NULL;
-        m0__thread_request_set(l->serve->watchdog_usec != 0, req->method, req->path);
+        m0__thread_request_set(l->serve->watchdog_usec != 0, req->method, req->path, req->path_len);
         m0__app_run(l->app, fn, req, &l->res, l->thread.state);
-        m0__thread_request_set(l->serve->watchdog_usec != 0, NULL, NULL);
+        m0__thread_request_set(l->serve->watchdog_usec != 0, NULL, NULL, 0);
         l->res.req = NULL;
         if (l->res.upgrade.begin && l->res.status < 400) {
                 upgrade(c, req, &l->res);

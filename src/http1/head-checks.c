@@ -69,7 +69,18 @@ static bool name_is(const char *p, size_t n, const char *lit)
         return strlen(lit) == n && strncasecmp(p, lit, n) == 0;
 }
 
-void m0__http_trim(const char **p, size_t *n)
+/* A field name (tchar bytes alone, checked) is `lit`, a lower-case name of letters and '-', in
+ * any case: a tchar byte ORed with 0x20 is a lower-case letter only when it is that letter, and
+ * '-' only when it is '-' (CR, the other byte that gives '-', is no tchar). */
+static inline bool token_is(const char *p, size_t n, const char *lit)
+{
+        for (size_t i = 0; i < n; i++)
+                if (((unsigned char)p[i] | 0x20) != (unsigned char)lit[i])
+                        return false;
+        return true;
+}
+
+static inline void trim(const char **p, size_t *n)
 {
         while (*n && (**p == ' ' || **p == '\t')) {
                 (*p)++;
@@ -77,6 +88,11 @@ void m0__http_trim(const char **p, size_t *n)
         }
         while (*n && ((*p)[*n - 1] == ' ' || (*p)[*n - 1] == '\t'))
                 (*n)--;
+}
+
+void m0__http_trim(const char **p, size_t *n)
+{
+        trim(p, n);
 }
 
 /* Is the last element of a comma list `chunked` (case-insensitive)? */
@@ -166,20 +182,21 @@ static int request_line(struct head_walk *w, const struct m0_config *cfg,
 /* What the host checks of one field's value: Host, Content-Length, Transfer-Encoding (H3). */
 static int field_meaning(struct head_walk *w, const char *name, size_t nn, const char *v, size_t vn)
 {
-        if (name_is(name, nn, "host")) {
+        /* by length first: most fields are none of the three */
+        if (nn == 4 && token_is(name, 4, "host")) {
                 w->nhost++;
                 /* uri-host [":" port] (RFC 9112 3.2, RFC 3986 3.2.2): no whitespace, no
                  * userinfo, no path — a Host naming anything else is refused */
                 for (size_t k = 0; k < vn; k++)
                         if (!host_char[(unsigned char)v[k]])
                                 return 400;
-        } else if (name_is(name, nn, "content-length")) {
+        } else if (nn == 14 && token_is(name, 14, "content-length")) {
                 uint64_t x;
                 if (parse_cl(v, vn, &x) < 0 || (w->have_cl && x != w->cl))
                         return 400;
                 w->have_cl = true;
                 w->cl = x;
-        } else if (name_is(name, nn, "transfer-encoding")) {
+        } else if (nn == 17 && token_is(name, 17, "transfer-encoding")) {
                 w->have_te = true;
                 /* Of several TE fields, the last one's last coding is the final one. */
                 w->te_chunked = ends_in_chunked(v, vn);
@@ -224,7 +241,7 @@ static int header_fields(struct head_walk *w, char *head, const struct m0_config
                         return 431;
                 const char *v = (const char *)val;
                 size_t vn = (size_t)(val_end - val);
-                m0__http_trim(&v, &vn);
+                trim(&v, &vn);
                 int st = field_meaning(w, (const char *)name, (size_t)(name_end - name), v, vn);
                 if (st)
                         return st;

@@ -169,12 +169,13 @@ static void run_job(struct m0_pool_thread *t, struct m0_job *job)
                 return;
         }
         job->req.thread = t->index;
-        m0__thread_request_set(s->watchdog_usec != 0, job->req.method, job->req.path);
+        m0__thread_request_set(s->watchdog_usec != 0, job->req.method, job->req.path,
+                               job->req.path_len);
         uint64_t t0 = m0__now_ns();
         m0__app_run(l->app, job->fn, &job->req, &job->res, t->thread.state);
         job->run_us = (m0__now_ns() - t0) / 1000;
         m0__res_compress(l->cfg, &job->req, &job->res); /* on this thread, not the loop (SF4) */
-        m0__thread_request_set(s->watchdog_usec != 0, NULL, NULL);
+        m0__thread_request_set(s->watchdog_usec != 0, NULL, NULL, 0);
         if (job->res.stream_refused || job->res.stream) {
                 /* P2: a stream lives on a loop; a pool thread cannot hold one. */
                 m0__log(M0_LOG_WARNING, l->index, NULL,

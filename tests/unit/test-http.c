@@ -264,6 +264,30 @@ START_TEST(host_refusals)
 }
 END_TEST
 
+/* Host, Content-Length and Transfer-Encoding are known in any case, and only they: a name of the
+ * same length with another byte where a letter or '-' is (one whose OR with 0x20 is not that
+ * letter or '-') is another field (D259). */
+START_TEST(the_three_names_exactly)
+{
+        ACCEPTED("GET / HTTP/1.1\r\nhOsT: a\r\n\r\n");
+        REFUSED("GET / HTTP/1.1\r\nHo_t: a\r\n\r\n", 400); /* not Host: none */
+        REFUSED("GET / HTTP/1.1\r\nHo^t: a\r\n\r\n", 400); /* '^' | 0x20 is '~' */
+        REFUSED("GET / HTTP/1.1\r\nHost: a\r\nHOST: a\r\n\r\n", 400);
+        /* as Content-Length, "5, 6" would be refused */
+        ACCEPTED("POST / HTTP/1.1\r\nHost: h\r\nContent_Length: 5, 6\r\n\r\n");
+        ACCEPTED("POST / HTTP/1.1\r\nHost: h\r\nContent-Lengt~: 5, 6\r\n\r\n");
+        REFUSED("POST / HTTP/1.1\r\nHost: h\r\ncONTENT-lENGTH: 5, 6\r\n\r\n", 400);
+        /* as Transfer-Encoding beside a Content-Length, refused */
+        ACCEPTED("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n"
+                 "Transfer_Encoding: chunked\r\n\r\n");
+        ACCEPTED("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n"
+                 "Transfer-Encodin^: chunked\r\n\r\n");
+        REFUSED("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n"
+                "TRANSFER-encoding: chunked\r\n\r\n",
+                400);
+}
+END_TEST
+
 START_TEST(content_length_refusals)
 {
         ACCEPTED("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\n");
@@ -581,6 +605,7 @@ static Suite *http_suite(void)
         tcase_add_test(tc, request_line_refusals);
         tcase_add_test(tc, framing_refusals);
         tcase_add_test(tc, host_refusals);
+        tcase_add_test(tc, the_three_names_exactly);
         tcase_add_test(tc, content_length_refusals);
         tcase_add_test(tc, transfer_encoding_refusals);
         tcase_add_test(tc, field_refusals);
