@@ -3,34 +3,16 @@
 #include <errno.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "sockio.h"
 #include "transport.h"
-
-/*
- * A socket's bytes in and out by the system call itself (D259). glibc's read(), recv() and send()
- * are cancellation points: in a process with threads each wraps its call in
- * __pthread_enable_asynccancel() and __pthread_disable_asynccancel(), two atomic operations on
- * the thread's cancel state, for a cancellation m0 never asks for (no pthread_cancel() on any of
- * its threads; an app has no handle on them). syscall() is no cancellation point. recvfrom with
- * no address is recv(): on a socket it skips read()'s file-position and permission steps.
- */
-static inline ssize_t sock_recv(int fd, void *buf, size_t len)
-{
-        return syscall(SYS_recvfrom, fd, buf, len, 0, NULL, NULL);
-}
-
-static inline ssize_t sock_send(int fd, const void *buf, size_t len, int flags)
-{
-        return syscall(SYS_sendto, fd, buf, len, flags, NULL, 0);
-}
 
 static ssize_t plain_read(struct m0_transport *t, void *buf, size_t len)
 {
         ssize_t n;
         do
-                n = sock_recv(t->fd, buf, len);
+                n = m0__sock_recv(t->fd, buf, len);
         while (n < 0 && errno == EINTR);
         if (n >= 0)
                 return n;
@@ -45,7 +27,7 @@ static ssize_t plain_writev(struct m0_transport *t, const struct iovec *iov, int
         struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n};
         ssize_t w;
         do
-                w = n == 1 ? sock_send(t->fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL)
+                w = n == 1 ? m0__sock_send(t->fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL)
                            : sendmsg(t->fd, &mh, MSG_NOSIGNAL);
         while (w < 0 && errno == EINTR);
         if (w >= 0)
