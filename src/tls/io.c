@@ -58,6 +58,10 @@ struct m0_tls_conn {
         bool drained;
         bool eof;
         int err;
+        /* A read returned plaintext and met the session's end (a close_notify) or an error behind
+         * it, both already taken from the socket: the next read returns them, and until then the
+         * connection counts as having something pending, since no readiness will say so. */
+        bool end_held;
         char reason[128];
 };
 
@@ -357,6 +361,7 @@ ssize_t m0__tls_read(struct m0_tls_conn *c, void *buf, size_t n)
 {
         size_t got = 0;
         begin(c, n);
+        c->end_held = false;
         while (got < n) {
                 size_t k = 0;
                 c->room = n - got;
@@ -369,6 +374,7 @@ ssize_t m0__tls_read(struct m0_tls_conn *c, void *buf, size_t n)
                 }
                 ssize_t r = fail(c, 0);
                 if (got > 0) {
+                        c->end_held = r != -EAGAIN;
                         c->want = 0;
                         ERR_clear_error();
                         return (ssize_t)got; /* the end, the error or the want: next time */
@@ -465,9 +471,11 @@ size_t m0__tls_pending(const struct m0_tls_conn *c)
          * SSL_has_pending: it counts a record read in part, which only more bytes on the socket
          * complete; the caller, serving the connection again for it, would spin. OpenSSL takes
          * one record at a time from m0's bytes (no read-ahead), so nothing else waits inside it;
-         * m0's bytes may end in part of a record, which a read hands to OpenSSL at once (D246). */
+         * m0's bytes may end in part of a record, which a read hands to OpenSSL at once (D246).
+         * An end or error a read met behind its plaintext counts one: the next read returns it
+         * (D255). */
         int n = SSL_pending(c->ssl);
-        return (size_t)(c->in_len - c->in_off) + (n > 0 ? (size_t)n : 0);
+        return (size_t)(c->in_len - c->in_off) + (n > 0 ? (size_t)n : 0) + c->end_held;
 }
 
 int m0__tls_want(const struct m0_tls_conn *c)

@@ -828,6 +828,59 @@ def test_TL7_a_record_begun_and_stalled_closes_at_the_idle_timeout():
         c.close()
 
 
+def test_TL7_a_request_and_close_notify_in_one_segment_are_answered_and_closed():
+    """A client's last request and its close_notify in one segment: one read of the socket
+    brings both, OpenSSL takes the request's record and then the close_notify behind it (D246).
+    The request is answered and the connection closed at once with m0's close_notify, though the
+    socket, drained, is never readable again; not left open to the idle timeout. So too a record
+    m0 cannot decrypt behind a request: OpenSSL's alert has ended the session (no answer can
+    follow it), and the connection is closed at once (D255)."""
+    c = Certs()
+    try:
+        with _serving(c, env={"M0_IDLE_TIMEOUT_MS": "20000"}) as s:
+            s.wait_ready()
+            for v, name in ((ssl.TLSVersion.TLSv1_3, "TLSv1.3"),
+                            (ssl.TLSVersion.TLSv1_2, "TLSv1.2")):
+                for tail in ("close_notify", "a bad record"):
+                    r = _Records(_https_addr(s), _ctx(c.ca, v))
+                    conn = Conn(r, 10)
+                    r.raw.sendall(r.seal(_echo(b"first")))
+                    got = conn.read_response()
+                    eq((got.status, got.body), (200, b"first"), f"{name}: the first answer")
+                    rec = r.seal(_echo(b"last"))
+                    if tail == "close_notify":
+                        try:
+                            r.obj.unwrap()
+                        except ssl.SSLWantReadError:
+                            pass
+                        end = r.out.read()
+                    else:
+                        end = bytearray(r.seal(b"GET /health HTTP/1.1\r\nHost: a\r\n\r\n"))
+                        end[-1] ^= 1
+                        end = bytes(end)
+                    t0 = time.monotonic()
+                    r.raw.sendall(rec + end)
+                    r.raw.settimeout(10)
+                    raw = b""
+                    while True:
+                        data = r.raw.recv(65536)
+                        if not data:
+                            break
+                        raw += data
+                    elapsed = time.monotonic() - t0
+                    check(elapsed < 3, f"{name}, {tail}: closed after {elapsed:.2f}s")
+                    if tail == "close_notify":
+                        r.inc.write(raw)
+                        r.inc.write_eof()
+                        got = conn.read_response()
+                        eq((got.status, got.body), (200, b"last"), f"{name}: answered")
+                        eq(conn.sock.recv(100), b"", f"{name}: m0's close_notify")
+                    r.close()
+            eq(s.stop(), 0, "exit status")
+    finally:
+        c.close()
+
+
 def test_TL7_hsts_and_the_servers_suite_order():
     """An app's answer over TLS carries Strict-Transport-Security for M0_TLS_HSTS_S (two years
     by default), the same answer over plain HTTP none, and 0 sends none; it carries
