@@ -413,6 +413,59 @@ START_TEST(value_bytes_everywhere)
 }
 END_TEST
 
+/* The field value's verdict byte by byte, as RFC 9110 5.5 reads it: HTAB, SP, VCHAR, obs-text. */
+static int value_reference(const unsigned char *v, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                if (!(v[i] == '\t' || (v[i] >= 0x20 && v[i] != 0x7f)))
+                        return 400;
+        return 0;
+}
+
+/* H3 (D251): a value of every length from 0 to 40, with one byte of every value at every place
+ * and then with several bytes drawn at random (a fixed seed), CTLs, DEL and obs-text among them
+ * side by side: the walk eight bytes at a time gives the verdict the byte-by-byte reference
+ * gives, whichever of its words the bytes fall in and however the value's tail is cut. */
+START_TEST(value_bytes_against_a_byte_at_a_time_reference)
+{
+        static const unsigned char odd[] = {0x00, 0x01, 0x09, 0x0a, 0x0d, 0x1f, 0x20, 0x21,
+                                            0x7e, 0x7f, 0x80, 0x81, 0x9f, 0xa0, 0xfe, 0xff};
+        uint64_t seed = 0x9e3779b97f4a7c15u;
+        char head[96];
+        for (size_t len = 0; len <= 40; len++) {
+                for (int round = 0; round < 256 * 3 + 2000; round++) {
+                        unsigned char v[40];
+                        memset(v, 'v', len);
+                        if (len && round < 256 * 3) {
+                                /* one byte of each value, at the start, the middle, the end */
+                                size_t at = round % 3 == 0 ? 0 : round % 3 == 1 ? len / 2 : len - 1;
+                                v[at] = (unsigned char)(round / 3);
+                        } else if (len) {
+                                for (size_t k = 0; k < len; k++) {
+                                        seed = seed * 6364136223846793005u + 1442695040888963407u;
+                                        unsigned r = (unsigned)(seed >> 33);
+                                        if (r % 4 == 0)
+                                                v[k] = odd[(r >> 8) % sizeof(odd)];
+                                        else if (r % 4 == 1)
+                                                v[k] = (unsigned char)(r >> 12);
+                                }
+                        }
+                        /* CR or LF inside the value ends it (a CRLF may even end the head
+                         * there): other tests say what becomes of those */
+                        if (memchr(v, '\r', len) || memchr(v, '\n', len))
+                                continue;
+                        memcpy(head, "GET / HTTP/1.1\r\nHost: a\r\nX-V: ", 30);
+                        memcpy(head + 30, v, len);
+                        memcpy(head + 30 + len, "\r\n\r\n", 4);
+                        int want = value_reference(v, len);
+                        int got = status_n(head, 30 + len + 4);
+                        ck_assert_msg(got == want, "length %zu round %d (%s): %d, expected %d", len,
+                                      round, unit_escape((const char *)v, len), got, want);
+                }
+        }
+}
+END_TEST
+
 START_TEST(uri_limit)
 {
         ck_assert_int_eq(status_for_target(8192), 0);
@@ -610,6 +663,7 @@ static Suite *http_suite(void)
         tcase_add_test(tc, transfer_encoding_refusals);
         tcase_add_test(tc, field_refusals);
         tcase_add_test(tc, value_bytes_everywhere);
+        tcase_add_test(tc, value_bytes_against_a_byte_at_a_time_reference);
         tcase_add_test(tc, uri_limit);
         tcase_add_test(tc, field_count_limit);
         tcase_add_test(tc, head_size_limit);
