@@ -828,6 +828,41 @@ def test_TL7_a_record_begun_and_stalled_closes_at_the_idle_timeout():
         c.close()
 
 
+def test_TL7_five_connections_of_one_loop_whose_bursts_take_the_buffer_in_turn():
+    """Five connections on one loop each send 20 pipelined requests (46 to 90 KB, more than
+    the 64 KiB one read of the socket brings), in two halves, the five first halves before the
+    five second ones: a read leaves a connection's bytes in the thread's buffer and the next
+    connection read moves them into a copy of their own (D246's eviction). Every request is
+    answered with its own body, in order, three rounds, over TLS 1.3 and 1.2."""
+    c = Certs()
+    try:
+        with _serving(c, env={"M0_THREADS": "1"}) as s:
+            s.wait_ready()
+            for v, name in ((ssl.TLSVersion.TLSv1_3, "TLSv1.3"),
+                            (ssl.TLSVersion.TLSv1_2, "TLSv1.2")):
+                rs = [_Records(_https_addr(s), _ctx(c.ca, v)) for _ in range(5)]
+                conns = [Conn(r, 20) for r in rs]
+                for rnd in range(3):
+                    bodies = [[b"%d-%d-%d|" % (rnd, j, k) * (300 + 97 * k) for k in range(20)]
+                              for j in range(5)]
+                    segs = [r.seal(b"".join(_echo(b) for b in bodies[j]))
+                            for j, r in enumerate(rs)]
+                    for r, seg in zip(rs, segs):
+                        r.raw.sendall(seg[:len(seg) // 2])
+                    for r, seg in zip(rs, segs):
+                        r.raw.sendall(seg[len(seg) // 2:])
+                    for j, conn in enumerate(conns):
+                        for k, b in enumerate(bodies[j]):
+                            got = conn.read_response()
+                            eq((got.status, got.body), (200, b),
+                               f"{name}: round {rnd}, connection {j}, request {k}")
+                for r in rs:
+                    r.close()
+            eq(s.stop(), 0, "exit status")
+    finally:
+        c.close()
+
+
 def test_TL7_a_request_and_close_notify_in_one_segment_are_answered_and_closed():
     """A client's last request and its close_notify in one segment: one read of the socket
     brings both, OpenSSL takes the request's record and then the close_notify behind it (D246).
