@@ -153,20 +153,27 @@ def spawn(argv, logpath, env=None, cpus=None, stdout=None):
     return p
 
 
+def stat_fields(pid):
+    """The fields of /proc/<pid>/stat after the comm (state ppid ... utime(12) stime(13)
+    cutime(14) cstime(15) ... rss(22), counted from 1 as proc(5) counts them less 2), or None
+    for a process gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            s = f.read()
+    except OSError:
+        return None
+    return s[s.rindex(")") + 2 :].split()
+
+
 def proc_table():
     """pid -> (ppid, utime+stime+cutime+cstime ticks, rss pages) for every process."""
     t = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                s = f.read()
-        except OSError:
-            continue
-        f = s[s.rindex(")") + 2 :].split()
-        # after the comm: state ppid ... utime(12) stime(13) cutime(14) cstime(15) ... rss(22)
-        t[int(d)] = (int(f[1]), int(f[11]) + int(f[12]) + int(f[13]) + int(f[14]), int(f[21]))
+        f = stat_fields(d)
+        if f is not None:
+            t[int(d)] = (int(f[1]), int(f[11]) + int(f[12]) + int(f[13]) + int(f[14]), int(f[21]))
     return t
 
 
@@ -194,12 +201,9 @@ def user_system_s(root):
     ticks: utime+cutime and stime+cstime."""
     user = system = 0
     for pid in tree(root)[0]:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                s = f.read()
-        except OSError:
+        f = stat_fields(pid)
+        if f is None:
             continue
-        f = s[s.rindex(")") + 2 :].split()
         user += int(f[11]) + int(f[13])
         system += int(f[12]) + int(f[14])
     return user / CLK_TCK, system / CLK_TCK

@@ -722,6 +722,17 @@ class _Records:
         self.raw.close()
 
 
+def _raw_to_end(sock, timeout=10):
+    """Every byte the socket brings until the peer's end of file (a timeout raises)."""
+    sock.settimeout(timeout)
+    raw = b""
+    while True:
+        data = sock.recv(65536)
+        if not data:
+            return raw
+        raw += data
+
+
 def _echo(body):
     return b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
 
@@ -810,13 +821,7 @@ def test_TL7_a_record_begun_and_stalled_closes_at_the_idle_timeout():
             rec = r.seal(_echo(b"stalled"))
             t0 = time.monotonic()
             r.raw.sendall(rec[:len(rec) // 2])
-            r.raw.settimeout(10)
-            raw = b""
-            while True:
-                data = r.raw.recv(65536)
-                if not data:
-                    break
-                raw += data
+            raw = _raw_to_end(r.raw)
             elapsed = time.monotonic() - t0
             check(0.9 < elapsed < 5, f"closed after {elapsed:.2f}s")
             r.inc.write(raw)
@@ -895,13 +900,7 @@ def test_TL7_a_request_and_close_notify_in_one_segment_are_answered_and_closed()
                         end = bytes(end)
                     t0 = time.monotonic()
                     r.raw.sendall(rec + end)
-                    r.raw.settimeout(10)
-                    raw = b""
-                    while True:
-                        data = r.raw.recv(65536)
-                        if not data:
-                            break
-                        raw += data
+                    raw = _raw_to_end(r.raw)
                     elapsed = time.monotonic() - t0
                     check(elapsed < 3, f"{name}, {tail}: closed after {elapsed:.2f}s")
                     if tail == "close_notify":
