@@ -110,10 +110,14 @@ void m0__thread_request_set(bool watched, const char *method, const char *path, 
 {
         /* Where the request is, not a copy of it (D259): the crash handler formats it, on this
          * thread, while the request it names is still being served (its bytes are the loop's or
-         * the job's until the caller sets NULL back). */
-        t_req_method = method;
+         * the job's until the caller sets NULL back). The method goes last when one is set and
+         * first when it is cleared (the same assignment): a crash between two of these stores
+         * finds no method, or the path and length that go with it. */
+        if (!method)
+                t_req_method = NULL;
         t_req_path = path;
         t_req_path_len = path_len;
+        t_req_method = method;
         /* The watchdog names what a stuck loop serves; without it the lock is not taken. */
         if (watched && t_loop_ptr) {
                 request_format();
