@@ -245,6 +245,10 @@ int m0__files_serve(m0_req *req, m0_res *res, void *state)
         struct m0_cond c;
         const char *ae;
         read_fields(req, &c, &ae);
+        /* RFC 9110 14.2: GET is the one method a range is defined for; a server MUST ignore Range
+         * on any other, so a HEAD with one has the 200's head (D177). */
+        if (strcmp(req->method, "GET") != 0)
+                c.range = NULL;
         /* D237: a name this turn resolved already is served from what it found */
         struct m0_fturn *t = req->files_turn;
         struct m0_fent own; /* cleared only when it is used: it is a few hundred bytes (D251) */

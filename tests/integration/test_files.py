@@ -133,6 +133,12 @@ def test_SF2_ranges():
            "several ranges: the whole file")
         r = c.get("/app/a.txt", [("Range", "bytes=0-1"), ("If-Range", '"stale"')])
         eq((r.status, r.body), (200, b"hello, a\n"), "If-Range with another tag")
+        # RFC 9110 14.2: Range is defined for GET alone, and ignored on a HEAD.
+        r = c.exchange("HEAD", "/app/a.txt", [("Range", "bytes=2-4")])
+        eq((r.status, r.header("Content-Range"), r.header("Content-Length"), r.body),
+           (200, None, "9", b""), "HEAD with a Range: the 200's head")
+        r = c.exchange("HEAD", "/app/a.txt", [("Range", "bytes=9-")])
+        eq((r.status, r.header("Content-Length")), (200, "9"), "HEAD with a range past the end")
         # curl's own reading of a 206
         eq(curl("-r", "1-3", w.url("/app/a.txt")), b"ell", "curl -r 1-3")
         c.close()
