@@ -10,10 +10,7 @@
 
 static ssize_t plain_read(struct m0_transport *t, void *buf, size_t len)
 {
-        ssize_t n;
-        do
-                n = m0__sock_recv(t->fd, buf, len);
-        while (n < 0 && errno == EINTR);
+        ssize_t n = m0__sock_recv(t->fd, buf, len);
         if (n >= 0)
                 return n;
         t->want = M0_WANT_READ;

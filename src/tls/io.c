@@ -162,10 +162,7 @@ static int in_read(BIO *bio, char *out, int outl)
                         ask = WIRE_RECORD_MAX;
                 if (ask > sizeof(b->buf))
                         ask = sizeof(b->buf);
-                ssize_t n;
-                do
-                        n = m0__sock_recv(c->fd, b->buf, ask);
-                while (n < 0 && errno == EINTR);
+                ssize_t n = m0__sock_recv(c->fd, b->buf, ask);
                 if (n < 0) {
                         if (errno == EAGAIN || errno == EWOULDBLOCK) {
                                 c->drained = true;
@@ -205,10 +202,7 @@ static int in_write(BIO *bio, const char *data, int len)
         BIO_clear_retry_flags(bio);
         if (len <= 0)
                 return 0;
-        ssize_t n;
-        do
-                n = m0__sock_send(c->fd, data, (size_t)len, MSG_NOSIGNAL);
-        while (n < 0 && errno == EINTR);
+        ssize_t n = m0__sock_send(c->fd, data, (size_t)len, MSG_NOSIGNAL);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
                 BIO_set_retry_write(bio);
         return (int)n;
