@@ -223,6 +223,10 @@ def test_TL3_expiry_warning_and_metric_at_start():
 # ---- serving (TL1, TL2, TL5-TL7) ----
 
 
+# The two versions m0 serves, as the tests that run a case over each name them.
+_VERSIONS = ((ssl.TLSVersion.TLSv1_3, "TLSv1.3"), (ssl.TLSVersion.TLSv1_2, "TLSv1.2"))
+
+
 def _https_addr(s):
     """The address of the server's socket named https."""
     return next(sock.getsockname() for _, name, sock in s.listeners if name == "https")
@@ -746,8 +750,7 @@ def test_TL7_records_in_one_segment_and_a_byte_at_a_time():
     try:
         with _serving(c) as s:
             s.wait_ready()
-            for v, name in ((ssl.TLSVersion.TLSv1_3, "TLSv1.3"),
-                            (ssl.TLSVersion.TLSv1_2, "TLSv1.2")):
+            for v, name in _VERSIONS:
                 r = _Records(_https_addr(s), _ctx(c.ca, v))
                 conn = Conn(r, 10)
                 r.raw.sendall(r.seal(_echo(b"first")))
@@ -843,8 +846,7 @@ def test_TL7_five_connections_of_one_loop_whose_bursts_take_the_buffer_in_turn()
     try:
         with _serving(c, env={"M0_THREADS": "1"}) as s:
             s.wait_ready()
-            for v, name in ((ssl.TLSVersion.TLSv1_3, "TLSv1.3"),
-                            (ssl.TLSVersion.TLSv1_2, "TLSv1.2")):
+            for v, name in _VERSIONS:
                 rs = [_Records(_https_addr(s), _ctx(c.ca, v)) for _ in range(5)]
                 conns = [Conn(r, 20) for r in rs]
                 for rnd in range(3):
@@ -879,8 +881,7 @@ def test_TL7_a_request_and_close_notify_in_one_segment_are_answered_and_closed()
     try:
         with _serving(c, env={"M0_IDLE_TIMEOUT_MS": "20000"}) as s:
             s.wait_ready()
-            for v, name in ((ssl.TLSVersion.TLSv1_3, "TLSv1.3"),
-                            (ssl.TLSVersion.TLSv1_2, "TLSv1.2")):
+            for v, name in _VERSIONS:
                 for tail in ("close_notify", "a bad record"):
                     r = _Records(_https_addr(s), _ctx(c.ca, v))
                     conn = Conn(r, 10)
